@@ -1,0 +1,4 @@
+fn main() {
+    // TODO: remove the debug endpoint before the release
+    println!("shop-api");
+}

@@ -1,0 +1,1 @@
+pub const POOL_SIZE: usize = 40;

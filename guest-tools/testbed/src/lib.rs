@@ -1,0 +1,174 @@
+//! Hostile behaviour on demand, and one echo per WIT type kind. Built for
+//! the host's tests and benchmark; never bundled into a skill.
+
+use std::cell::Cell;
+use std::hint::black_box;
+use std::io::Write;
+
+use exports::skillbox::testbed::counters::{self, CounterBorrow, GuestCounter};
+
+wit_bindgen::generate!({ path: "../../wit/testbed", world: "testbed" });
+
+struct Testbed;
+
+struct Counter(Cell<u32>);
+
+impl GuestCounter for Counter {
+    fn new() -> Self {
+        Counter(Cell::new(0))
+    }
+}
+
+impl counters::Guest for Testbed {
+    type Counter = Counter;
+
+    fn bump(c: CounterBorrow<'_>) -> u32 {
+        let c: &Counter = c.get();
+        c.0.set(c.0.get() + 1);
+        c.0.get()
+    }
+}
+
+fn io_error(e: std::io::Error) -> String {
+    format!("{:?}: {e}", e.kind())
+}
+
+fn recurse(depth: u64) -> u64 {
+    let frame = black_box([depth as u8; 512]);
+    if depth == 0 { 0 } else { recurse(depth - 1) + u64::from(frame[(depth % 512) as usize]) }
+}
+
+impl Guest for Testbed {
+    fn noop() -> u32 {
+        42
+    }
+
+    fn read_file(path: String) -> Result<String, String> {
+        std::fs::read_to_string(&path).map_err(io_error)
+    }
+
+    fn write_file(path: String, contents: String) -> Result<(), String> {
+        std::fs::write(&path, contents).map_err(io_error)
+    }
+
+    fn list_dir(path: String) -> Result<Vec<String>, String> {
+        let mut names: Vec<String> = std::fs::read_dir(&path)
+            .map_err(io_error)?
+            .filter_map(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    fn env_vars() -> Vec<(String, String)> {
+        std::env::vars().collect()
+    }
+
+    fn spin() -> u64 {
+        let mut x = 0u64;
+        loop {
+            x = black_box(x.wrapping_add(1));
+        }
+    }
+
+    fn burn(iterations: u64) -> u64 {
+        let mut x = 0u64;
+        for i in 0..iterations {
+            x = black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        x
+    }
+
+    fn grow_memory(mib: u32) -> u32 {
+        let mut blocks: Vec<Vec<u8>> = Vec::new();
+        for _ in 0..mib {
+            blocks.push(vec![1u8; 1 << 20]);
+        }
+        black_box(&blocks);
+        blocks.len() as u32
+    }
+
+    fn recurse(depth: u64) -> u64 {
+        recurse(depth)
+    }
+
+    fn flood_stdout(bytes: u64) -> u64 {
+        let chunk = vec![b'y'; 64 * 1024];
+        let mut out = std::io::stdout().lock();
+        let mut written = 0u64;
+        while written < bytes {
+            if out.write_all(&chunk).is_err() {
+                break;
+            }
+            written += chunk.len() as u64;
+        }
+        written
+    }
+
+    fn big_string(bytes: u64) -> String {
+        "x".repeat(bytes as usize)
+    }
+
+    fn sleep_ms(ms: u64) {
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+    }
+
+    fn fail(message: String) -> Result<u32, String> {
+        Err(message)
+    }
+
+    fn crash(message: String) {
+        panic!("{message}");
+    }
+
+    fn echo_ints(a: i8, b: u8, c: i16, d: u16, e: i32, f: u32, g: i64, h: u64) -> (i8, u8, i16, u16, i32, u32, i64, u64) {
+        (a, b, c, d, e, f, g, h)
+    }
+
+    fn echo_floats(a: f32, b: f64) -> (f32, f64) {
+        (a, b)
+    }
+
+    fn echo_char(c: char) -> char {
+        c
+    }
+
+    fn echo_string(s: String) -> String {
+        s
+    }
+
+    fn echo_list(items: Vec<u32>) -> Vec<u32> {
+        items
+    }
+
+    fn echo_record(p: Point) -> Point {
+        p
+    }
+
+    fn echo_tuple(t: (String, u8, bool)) -> (String, u8, bool) {
+        t
+    }
+
+    fn echo_option(o: Option<Option<u8>>) -> Option<Option<u8>> {
+        o
+    }
+
+    fn echo_enum(c: Color) -> Color {
+        c
+    }
+
+    fn echo_flags(p: Perms) -> Perms {
+        p
+    }
+
+    fn echo_variant(s: Shape) -> Shape {
+        s
+    }
+
+    fn echo_outcome(o: Outcome) -> Outcome {
+        o
+    }
+}
+
+export!(Testbed);

@@ -1,0 +1,208 @@
+//! `skillbox bench`: the fixed costs of the performance model, measured.
+//!
+//! Everything is compared within one run, as ratios and medians, because
+//! the machines this runs on are shared and noisy.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+
+use crate::sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
+
+#[derive(clap::Args, Debug)]
+pub struct BenchArgs {
+    /// A component exporting `noop() -> u32`, for the per-call cost.
+    #[arg(
+        long,
+        value_name = "PATH.wasm",
+        default_value = "guest-tools/target/wasm32-wasip2/release/testbed.wasm"
+    )]
+    trivial: PathBuf,
+    /// A real tool component whose compile time is measured.
+    #[arg(
+        long,
+        value_name = "PATH.wasm",
+        default_value = "skills/log-inspect/tools/text.wasm"
+    )]
+    tool: PathBuf,
+    /// Calls (and process spawns) measured for the per-call cost.
+    #[arg(long, default_value_t = 300)]
+    iterations: usize,
+    /// Cold compiles measured (each takes a while).
+    #[arg(long, default_value_t = 3)]
+    compiles: usize,
+    /// Print the figures as JSON on stdout instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Summary of one measured quantity.
+#[derive(Debug, Clone, Copy)]
+struct Stats {
+    median: Duration,
+    p90: Duration,
+    n: usize,
+}
+
+impl Stats {
+    fn of(mut samples: Vec<Duration>) -> Stats {
+        samples.sort();
+        let n = samples.len();
+        Stats {
+            median: samples[n / 2],
+            p90: samples[(n * 9 / 10).min(n - 1)],
+            n,
+        }
+    }
+}
+
+pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
+    if args.iterations == 0 || args.compiles == 0 {
+        bail!("--iterations and --compiles must be at least 1");
+    }
+    let trivial = std::fs::read(&args.trivial).with_context(|| {
+        format!(
+            "cannot read {}; build the guests first (scripts/build-guests)",
+            args.trivial.display()
+        )
+    })?;
+    let tool = std::fs::read(&args.tool).with_context(|| {
+        format!(
+            "cannot read {}; build the guests first (scripts/build-guests)",
+            args.tool.display()
+        )
+    })?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+
+    let sandbox = Sandbox::with_options(&EngineOptions::default(), None)?;
+    let noop = sandbox.load_bytes(&trivial)?;
+    let grants = Grants::default();
+    let limits = Limits::default();
+    let args_json = json!({});
+    eprintln!("bench: {} sandboxed calls…", args.iterations);
+    let calls = runtime.block_on(async {
+        // One warm-up call so lazy engine set-up is not counted.
+        sandbox.call(&noop, "noop", &args_json, &grants, &limits).await?;
+        let mut samples = Vec::with_capacity(args.iterations);
+        for _ in 0..args.iterations {
+            let start = Instant::now();
+            sandbox.call(&noop, "noop", &args_json, &grants, &limits).await?;
+            samples.push(start.elapsed());
+        }
+        anyhow::Ok(Stats::of(samples))
+    })?;
+
+    eprintln!("bench: {} native process spawns…", args.iterations);
+    let mut spawn_samples = Vec::with_capacity(args.iterations);
+    for _ in 0..args.iterations {
+        let start = Instant::now();
+        let status = std::process::Command::new("true").status()?;
+        spawn_samples.push(start.elapsed());
+        if !status.success() {
+            bail!("`true` failed");
+        }
+    }
+    let spawns = Stats::of(spawn_samples);
+
+    eprintln!("bench: {} cold compiles of the tool…", args.compiles);
+    let mut compile_samples = Vec::with_capacity(args.compiles);
+    for _ in 0..args.compiles {
+        let start = Instant::now();
+        wasmtime::component::Component::from_binary(sandbox.engine(), &tool)?;
+        compile_samples.push(start.elapsed());
+    }
+    let cold = Stats::of(compile_samples);
+
+    let cache_dir = tempfile::tempdir()?;
+    let cached = Sandbox::with_options(
+        &EngineOptions::default(),
+        Some(DiskCache::new(cache_dir.path().to_path_buf())),
+    )?;
+    cached.load_bytes(&tool)?;
+    let mut disk_samples = Vec::new();
+    for _ in 0..args.compiles.max(5) {
+        let fresh = Sandbox::with_options(
+            &EngineOptions::default(),
+            Some(DiskCache::new(cache_dir.path().to_path_buf())),
+        )?;
+        let start = Instant::now();
+        fresh.load_bytes(&tool)?;
+        disk_samples.push(start.elapsed());
+    }
+    let disk = Stats::of(disk_samples);
+
+    let mut loaded_samples = Vec::new();
+    for _ in 0..args.iterations {
+        let start = Instant::now();
+        cached.load_bytes(&tool)?;
+        loaded_samples.push(start.elapsed());
+    }
+    let loaded = Stats::of(loaded_samples);
+
+    let ratio = ratio(spawns.median, calls.median);
+    if args.json {
+        let row = |s: &Stats| json!({ "median_us": micros(s.median), "p90_us": micros(s.p90), "n": s.n });
+        let out = json!({
+            "sandboxed_call": row(&calls),
+            "native_spawn": row(&spawns),
+            "spawn_over_call": ratio,
+            "compile_cold": row(&cold),
+            "load_disk_cache": row(&disk),
+            "load_already_loaded": row(&loaded),
+            "compile_cold_over_disk_cache": ratio_f(cold.median, disk.median),
+            "tool_bytes": tool.len(),
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+    } else {
+        println!("{:<44} {:>12} {:>12} {:>6}", "measure", "median", "p90", "n");
+        let line = |name: &str, s: &Stats| {
+            println!(
+                "{:<44} {:>12} {:>12} {:>6}",
+                name,
+                human(s.median),
+                human(s.p90),
+                s.n
+            )
+        };
+        line("sandboxed call (new store+instantiate+call)", &calls);
+        line("native process spawn (`true`)", &spawns);
+        line("compile tool component, cold", &cold);
+        line("load tool component from disk cache", &disk);
+        line("load tool component, already loaded", &loaded);
+        println!();
+        println!("spawn / sandboxed call (median): {ratio:.1}x");
+        println!(
+            "cold compile / disk-cache load (median): {:.1}x  ({} KiB component)",
+            ratio_f(cold.median, disk.median),
+            tool.len() / 1024
+        );
+    }
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+fn ratio(a: Duration, b: Duration) -> f64 {
+    ratio_f(a, b)
+}
+
+fn ratio_f(a: Duration, b: Duration) -> f64 {
+    a.as_secs_f64() / b.as_secs_f64().max(1e-9)
+}
+
+fn micros(d: Duration) -> f64 {
+    (d.as_secs_f64() * 1e7).round() / 10.0
+}
+
+fn human(d: Duration) -> String {
+    let us = d.as_secs_f64() * 1e6;
+    if us < 1000.0 {
+        format!("{us:.1} µs")
+    } else if us < 1e6 {
+        format!("{:.2} ms", us / 1000.0)
+    } else {
+        format!("{:.2} s", us / 1e6)
+    }
+}

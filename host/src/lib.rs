@@ -1,0 +1,11 @@
+//! skillbox: Agent Skills and WebAssembly component tools in a
+//! capability-scoped sandbox, served over MCP.
+//!
+//! - [`sandbox`]: the wasmtime engine, per-call stores, limits and grants.
+//! - [`schema`]: WIT types to JSON Schema; JSON to component values and back.
+//! - [`cli`]: the `skillbox` command line.
+
+pub mod bench;
+pub mod cli;
+pub mod sandbox;
+pub mod schema;

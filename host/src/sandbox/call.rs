@@ -1,0 +1,272 @@
+//! Running one call in a fresh store, and naming what stopped it.
+
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use wasmtime::Store;
+use wasmtime::component::Val;
+use wasmtime_wasi::I32Exit;
+use wasmtime_wasi::p2::bindings::CommandPre;
+
+use super::component::{LoadedComponent, root_message};
+use super::engine::{EPOCH_TICK, SandboxEngine};
+use super::error::SandboxError;
+use super::grants::Grants;
+use super::limits::Limits;
+use super::output::OutputOverflow;
+use super::store::{CallIo, CallState, MemoryLimitHit, new_store};
+use crate::schema::{WitType, args_from_json, to_json};
+
+/// A finished function call.
+#[derive(Debug, Clone)]
+pub struct CallOutcome {
+    /// The function's result as JSON (`null` for a function without one).
+    pub value: Value,
+    pub stdout: String,
+    pub stderr: String,
+    pub usage: Usage,
+}
+
+/// A finished script run. A non-zero exit is an outcome, not an error.
+#[derive(Debug, Clone)]
+pub struct ScriptOutcome {
+    pub exit_code: i32,
+    pub stdout: String,
+    pub stderr: String,
+    pub usage: Usage,
+}
+
+/// What a call consumed, for audit records and benchmarks.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct Usage {
+    pub fuel: u64,
+    #[serde(serialize_with = "as_millis")]
+    pub duration: Duration,
+}
+
+fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64() * 1000.0)
+}
+
+pub(crate) async fn call_function(
+    engine: &SandboxEngine,
+    component: &LoadedComponent,
+    function: &str,
+    args: &Value,
+    grants: &Grants,
+    limits: &Limits,
+) -> Result<CallOutcome, SandboxError> {
+    let func = component
+        .exports
+        .function(function)
+        .ok_or_else(|| SandboxError::NoSuchFunction {
+            name: function.to_string(),
+            available: component.exports.names().join(", "),
+        })?;
+    // Validation happens here, before any guest code runs.
+    let params = args_from_json(&func.params, args)?;
+
+    let io = CallIo::new(limits);
+    let mut store = new_store(&engine.engine, grants, limits, &io)?;
+    let started = Instant::now();
+    let result_ty = func.result.clone();
+    let index = func.index;
+    let run = async {
+        let instance = component.pre.instantiate_async(&mut store).await?;
+        let f = instance
+            .get_func(&mut store, index)
+            .ok_or_else(|| wasmtime::format_err!("export vanished after instantiation"))?;
+        let mut results = vec![Val::Bool(false); usize::from(result_ty.is_some())];
+        f.call_async(&mut store, &params, &mut results).await?;
+        wasmtime::Result::Ok(results.pop())
+    };
+    let raw = with_deadline(limits, run).await;
+    let usage = usage(&store, limits, started);
+    let result = raw.map_err(|e| classify(e, limits, &io))?;
+    check_streams(&io)?;
+
+    let value = match (&result_ty, result) {
+        (Some(ty), Some(val)) => unwrap_result(ty, &val)?,
+        _ => Value::Null,
+    };
+    let size = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(0);
+    if size > limits.result_bytes {
+        return Err(SandboxError::OutputLimit {
+            stream: "result",
+            limit: limits.result_bytes,
+        });
+    }
+    Ok(CallOutcome {
+        value,
+        stdout: io.stdout.text(),
+        stderr: io.stderr.text(),
+        usage,
+    })
+}
+
+pub(crate) async fn run_command(
+    engine: &SandboxEngine,
+    component: &LoadedComponent,
+    argv: Vec<String>,
+    stdin: Vec<u8>,
+    grants: &Grants,
+    limits: &Limits,
+) -> Result<ScriptOutcome, SandboxError> {
+    if !component.exports.is_command {
+        return Err(SandboxError::Load(
+            "it is not a command component (it does not export wasi:cli/run); call its \
+             functions as tools instead"
+                .into(),
+        ));
+    }
+    let command = CommandPre::new(component.pre.clone())
+        .map_err(|e| SandboxError::Load(root_message(&e)))?;
+    let mut io = CallIo::new(limits);
+    io.args = argv;
+    io.stdin = stdin;
+    let mut store = new_store(&engine.engine, grants, limits, &io)?;
+    let started = Instant::now();
+    let run = async {
+        let instance = command.instantiate_async(&mut store).await?;
+        instance.wasi_cli_run().call_run(&mut store).await
+    };
+    let raw = with_deadline(limits, run).await;
+    let usage = usage(&store, limits, started);
+    let exit_code = match raw {
+        Ok(Ok(())) => 0,
+        Ok(Err(())) => 1,
+        Err(e) => match e.downcast_ref::<I32Exit>() {
+            Some(exit) => exit.0,
+            None => return Err(classify(e, limits, &io)),
+        },
+    };
+    check_streams(&io)?;
+    Ok(ScriptOutcome {
+        exit_code,
+        stdout: io.stdout.text(),
+        stderr: io.stderr.text(),
+        usage,
+    })
+}
+
+/// Runs `fut` under the wall-clock limit. The epoch callback normally stops
+/// the guest first with a precise error; this outer deadline also covers
+/// time spent blocked in host calls, where no epoch check runs.
+async fn with_deadline<T>(
+    limits: &Limits,
+    fut: impl Future<Output = wasmtime::Result<T>>,
+) -> wasmtime::Result<T> {
+    let grace = EPOCH_TICK * 5;
+    match tokio::time::timeout(limits.timeout + grace, fut).await {
+        Ok(result) => result,
+        Err(_) => Err(wasmtime::Error::new(SandboxError::Timeout {
+            limit: limits.timeout,
+        })),
+    }
+}
+
+fn usage(store: &Store<CallState>, limits: &Limits, started: Instant) -> Usage {
+    Usage {
+        fuel: limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0)),
+        duration: started.elapsed(),
+    }
+}
+
+/// A guest may swallow a failed write; the cap still counts as hit.
+fn check_streams(io: &CallIo) -> Result<(), SandboxError> {
+    for pipe in [&io.stdout, &io.stderr] {
+        if pipe.overflowed() {
+            let overflow = pipe.overflow_error();
+            return Err(SandboxError::OutputLimit {
+                stream: overflow.stream,
+                limit: overflow.limit,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Turns whatever stopped the guest into the limit or fault it stands for.
+fn classify(error: wasmtime::Error, limits: &Limits, io: &CallIo) -> SandboxError {
+    let error = match error.downcast::<SandboxError>() {
+        Ok(known) => return known,
+        Err(other) => other,
+    };
+    if error.downcast_ref::<MemoryLimitHit>().is_some() {
+        return SandboxError::MemoryLimit {
+            limit_bytes: limits.memory_bytes,
+        };
+    }
+    if let Some(overflow) = error.downcast_ref::<OutputOverflow>() {
+        return SandboxError::OutputLimit {
+            stream: overflow.stream,
+            limit: overflow.limit,
+        };
+    }
+    if let Err(limit) = check_streams(io) {
+        return limit;
+    }
+    match error.downcast_ref::<wasmtime::Trap>() {
+        Some(wasmtime::Trap::OutOfFuel) => {
+            return SandboxError::OutOfFuel { fuel: limits.fuel };
+        }
+        Some(wasmtime::Trap::StackOverflow) => return SandboxError::StackOverflow,
+        Some(wasmtime::Trap::Interrupt) => {
+            return SandboxError::Timeout {
+                limit: limits.timeout,
+            };
+        }
+        _ => {}
+    }
+    if let Some(exit) = error.downcast_ref::<I32Exit>() {
+        return SandboxError::Trap {
+            message: format!("it exited with code {} instead of returning", exit.0),
+            stderr: stderr_tail(io),
+        };
+    }
+    SandboxError::Trap {
+        message: root_message(&error),
+        stderr: stderr_tail(io),
+    }
+}
+
+/// The last lines the guest printed to stderr (a panic message, usually),
+/// bounded, to put after a crash report.
+fn stderr_tail(io: &CallIo) -> String {
+    const MAX: usize = 600;
+    let text = io.stderr.text();
+    let text = text.trim();
+    if text.is_empty() {
+        return String::new();
+    }
+    let start = text
+        .char_indices()
+        .rev()
+        .nth(MAX)
+        .map_or(0, |(i, _)| i);
+    format!(" The tool's last words on stderr: {}", &text[start..])
+}
+
+/// A top-level `result<T, E>` is the tool's own success or failure; any
+/// other type is the success value.
+fn unwrap_result(ty: &WitType, val: &Val) -> Result<Value, SandboxError> {
+    match (ty, val) {
+        (WitType::Result { ok, .. }, Val::Result(Ok(v))) => Ok(match (ok, v) {
+            (Some(t), Some(v)) => to_json(t, v),
+            _ => Value::Null,
+        }),
+        (WitType::Result { err, .. }, Val::Result(Err(v))) => {
+            let value = match (err, v) {
+                (Some(t), Some(v)) => to_json(t, v),
+                _ => Value::Null,
+            };
+            let message = match &value {
+                Value::String(s) => s.clone(),
+                Value::Null => "it failed without a message".to_string(),
+                other => other.to_string(),
+            };
+            Err(SandboxError::ToolError { message, value })
+        }
+        (ty, val) => Ok(to_json(ty, val)),
+    }
+}

@@ -1,0 +1,142 @@
+//! The one wasmtime engine of a process, and its epoch ticker.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use wasmtime::component::Linker;
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+
+use super::store::CallState;
+
+/// How often the epoch advances. Timeouts and cancellation take effect
+/// within about one tick.
+pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+
+/// The largest memory any call may be given (`--memory-mib` is capped to
+/// this). It sizes the pooling allocator's per-slot reservation.
+pub const MAX_MEMORY_BYTES: usize = 4 << 30;
+
+/// How many component instances may be alive at once across all calls.
+/// [`super::Sandbox`] admits at most this many calls at a time, so the pool
+/// is never exhausted; further calls wait for a slot.
+pub const POOL_INSTANCES: u32 = 64;
+
+/// Engine-wide settings. Per-call limits live in [`super::Limits`].
+#[derive(Debug, Clone)]
+pub struct EngineOptions {
+    /// Use the pooling allocator (copy-on-write memory images, instance
+    /// slots reused across calls). Off only for diagnosis.
+    pub pooling: bool,
+    /// Maximum wasm stack, in bytes; deeper recursion traps.
+    pub max_wasm_stack: usize,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions {
+            pooling: true,
+            max_wasm_stack: 1 << 20,
+        }
+    }
+}
+
+/// The shared engine plus the linker holding WASI, built once per process.
+pub struct SandboxEngine {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<CallState>,
+    ticker: Ticker,
+}
+
+impl SandboxEngine {
+    pub fn new(options: &EngineOptions) -> anyhow::Result<Self> {
+        let mut config = Config::new();
+        config
+            .epoch_interruption(true)
+            .consume_fuel(true)
+            .max_wasm_stack(options.max_wasm_stack)
+            // The fiber stack must hold the wasm stack plus host frames.
+            .async_stack_size(options.max_wasm_stack + (1 << 20));
+        if options.pooling {
+            config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling_config()));
+        }
+        let engine = match Engine::new(&config) {
+            Ok(engine) => engine,
+            // A host with little virtual address space (a tight ulimit -v)
+            // cannot reserve the pool; run without it rather than not at all.
+            Err(_) if options.pooling => {
+                config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
+                Engine::new(&config).map_err(anyhow::Error::from)?
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut linker = Linker::new(&engine);
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        let ticker = Ticker::start(engine.clone());
+        Ok(SandboxEngine {
+            engine,
+            linker,
+            ticker,
+        })
+    }
+
+    pub fn engine(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+impl Drop for SandboxEngine {
+    fn drop(&mut self) {
+        self.ticker.stop();
+    }
+}
+
+fn pooling_config() -> PoolingAllocationConfig {
+    let mut pool = PoolingAllocationConfig::default();
+    pool.total_component_instances(POOL_INSTANCES)
+        .total_core_instances(POOL_INSTANCES * 8)
+        .total_memories(POOL_INSTANCES * 4)
+        .total_tables(POOL_INSTANCES * 8)
+        .total_stacks(POOL_INSTANCES)
+        .max_memory_size(MAX_MEMORY_BYTES)
+        .max_memories_per_component(8)
+        .max_tables_per_component(16)
+        .max_core_instances_per_component(32)
+        .max_component_instance_size(1 << 20)
+        .max_core_instance_size(1 << 20);
+    pool
+}
+
+/// A thread that advances the engine's epoch every [`EPOCH_TICK`].
+struct Ticker {
+    stop: Arc<AtomicBool>,
+    handle: Option<JoinHandle<()>>,
+}
+
+impl Ticker {
+    fn start(engine: Engine) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("skillbox-epoch".into())
+            .spawn(move || {
+                while !flag.load(Ordering::Relaxed) {
+                    std::thread::sleep(EPOCH_TICK);
+                    engine.increment_epoch();
+                }
+            })
+            .expect("spawn the epoch ticker thread");
+        Ticker {
+            stop,
+            handle: Some(handle),
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(handle) = self.handle.take() {
+            let _ = handle.join();
+        }
+    }
+}

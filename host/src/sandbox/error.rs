@@ -1,0 +1,103 @@
+//! What can go wrong in a sandboxed call, as values callers branch on.
+//!
+//! Each message is written for the model and the person reading it: what
+//! happened, why, and what to do next. Messages never carry host paths,
+//! backtraces or environment values.
+
+use std::time::Duration;
+
+use crate::schema::ArgError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error(
+        "timeout: the tool was stopped after {} ms, its wall-clock limit. It was still running, \
+         usually because the input is too large or the tool loops. Narrow the request (a smaller \
+         file, fewer lines, a tighter pattern); if the work is legitimate, the user can raise the \
+         limit (--timeout-ms).", limit.as_millis()
+    )]
+    Timeout { limit: Duration },
+
+    #[error(
+        "out of fuel: the tool used its whole CPU budget of {fuel} instructions and was stopped. \
+         It did more work than one call may, or it loops. Narrow the request; if the work is \
+         legitimate, the user can raise the budget (--fuel)."
+    )]
+    OutOfFuel { fuel: u64 },
+
+    #[error(
+        "memory limit: the tool tried to grow its memory past {} MiB and was stopped. The input \
+         is too large to hold at once, or the tool leaks. Narrow the request; if the work is \
+         legitimate, the user can raise the cap (--memory-mib).", limit_bytes / (1024 * 1024)
+    )]
+    MemoryLimit { limit_bytes: usize },
+
+    #[error(
+        "stack overflow: the tool recursed deeper than its call stack allows and was stopped. \
+         The input is nested too deeply for it, or the tool recurses without end. Try a smaller \
+         or flatter input."
+    )]
+    StackOverflow,
+
+    #[error(
+        "output limit: the tool produced more than {limit} bytes of {stream} and was stopped. \
+         Ask for less: a narrower range, fewer matches, a filter; the user can raise the cap \
+         (--max-output-bytes)."
+    )]
+    OutputLimit { stream: &'static str, limit: usize },
+
+    #[error(
+        "invalid arguments: {0}. Nothing was run. Fix this argument to match the tool's \
+         inputSchema and call again."
+    )]
+    InvalidArguments(#[from] ArgError),
+
+    #[error("the tool reported an error: {message}")]
+    ToolError {
+        message: String,
+        value: serde_json::Value,
+    },
+
+    #[error(
+        "the tool crashed: {message}. This is a fault in the tool, not in the request's form; \
+         retrying the same call will crash again. Try different input, or report it to the \
+         skill's author.{stderr}"
+    )]
+    Trap { message: String, stderr: String },
+
+    #[error("denied: {what}. Only the user can grant this, when starting skillbox.")]
+    Denied { what: String },
+
+    #[error("no function `{name}` in this component; it exports: {available}")]
+    NoSuchFunction { name: String, available: String },
+
+    #[error("cancelled: the call was cancelled before it finished; nothing it did is reported")]
+    Cancelled,
+
+    #[error("cannot load the component: {0}")]
+    Load(String),
+
+    #[error("host error: {0}")]
+    Host(String),
+}
+
+impl SandboxError {
+    /// A stable short code for machine-readable output and audit records.
+    pub fn code(&self) -> &'static str {
+        match self {
+            SandboxError::Timeout { .. } => "timeout",
+            SandboxError::OutOfFuel { .. } => "out_of_fuel",
+            SandboxError::MemoryLimit { .. } => "memory_limit",
+            SandboxError::StackOverflow => "stack_overflow",
+            SandboxError::OutputLimit { .. } => "output_limit",
+            SandboxError::InvalidArguments(_) => "invalid_arguments",
+            SandboxError::ToolError { .. } => "tool_error",
+            SandboxError::Trap { .. } => "trap",
+            SandboxError::Denied { .. } => "denied",
+            SandboxError::NoSuchFunction { .. } => "no_such_function",
+            SandboxError::Cancelled => "cancelled",
+            SandboxError::Load(_) => "load",
+            SandboxError::Host(_) => "host",
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Per-call resource limits and the side-effect classes that pick their defaults.
+
+use std::time::Duration;
+
+/// What a tool may do to the world, declared by the skill's manifest.
+///
+/// The class picks the default wall-clock limit and, over MCP, the tool's
+/// annotations. A command component (script) has a class of its own because
+/// scripts typically do more work per call than a single typed function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SideEffect {
+    Read,
+    Write,
+    Destructive,
+    Script,
+}
+
+impl SideEffect {
+    pub fn default_timeout(self) -> Duration {
+        match self {
+            SideEffect::Read => Duration::from_secs(10),
+            SideEffect::Write | SideEffect::Destructive => Duration::from_secs(30),
+            SideEffect::Script => Duration::from_secs(60),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SideEffect::Read => "read",
+            SideEffect::Write => "write",
+            SideEffect::Destructive => "destructive",
+            SideEffect::Script => "script",
+        }
+    }
+}
+
+/// The limits one sandboxed call runs under. Every field is enforced by the
+/// sandbox and, when hit, reported as its own [`crate::sandbox::SandboxError`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Limits {
+    /// Wall-clock time, enforced by epoch interruption.
+    pub timeout: Duration,
+    /// Fuel: roughly one unit per WebAssembly instruction.
+    pub fuel: u64,
+    /// Maximum size of the guest's linear memory, in bytes.
+    pub memory_bytes: usize,
+    /// Maximum number of table elements (function references).
+    pub table_elements: usize,
+    /// Maximum bytes captured from each of stdout and stderr.
+    pub output_bytes: usize,
+    /// Maximum size of a function's result, measured as JSON text.
+    pub result_bytes: usize,
+}
+
+pub const MIB: usize = 1024 * 1024;
+pub const DEFAULT_FUEL: u64 = 10_000_000_000;
+pub const DEFAULT_MEMORY_BYTES: usize = 64 * MIB;
+pub const DEFAULT_OUTPUT_BYTES: usize = MIB;
+
+impl Limits {
+    /// The defaults for a call of the given class.
+    pub fn for_class(class: SideEffect) -> Self {
+        Limits {
+            timeout: class.default_timeout(),
+            fuel: DEFAULT_FUEL,
+            memory_bytes: DEFAULT_MEMORY_BYTES,
+            table_elements: 100_000,
+            output_bytes: DEFAULT_OUTPUT_BYTES,
+            result_bytes: DEFAULT_OUTPUT_BYTES,
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits::for_class(SideEffect::Read)
+    }
+}

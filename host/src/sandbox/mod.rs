@@ -1,0 +1,159 @@
+//! The sandbox: one engine per process, a fresh store per call, hard limits.
+//!
+//! ```text
+//! Sandbox::load_file ──> LoadedComponent (compiled once, InstancePre, typed exports)
+//! Sandbox::call      ──> validate args ─> new store (grants, limits) ─> instantiate ─> call
+//!                         ─> classify what stopped it ─> JSON result or SandboxError
+//! ```
+
+mod call;
+mod component;
+mod engine;
+mod error;
+mod grants;
+mod limits;
+mod output;
+mod store;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+pub use call::{CallOutcome, ScriptOutcome, Usage};
+pub use component::{CompileOrigin, DiskCache, LoadedComponent};
+pub use engine::{EPOCH_TICK, EngineOptions, MAX_MEMORY_BYTES, POOL_INSTANCES};
+pub use error::SandboxError;
+pub use grants::{Grants, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT, WorkspaceGrant};
+pub use limits::{DEFAULT_FUEL, DEFAULT_MEMORY_BYTES, DEFAULT_OUTPUT_BYTES, Limits, MIB, SideEffect};
+pub use output::{CappedPipe, OutputOverflow};
+
+use engine::SandboxEngine;
+
+/// Components larger than this are refused before reading them whole.
+pub const MAX_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
+
+/// Runs component functions and command components under limits.
+///
+/// Cheap to share behind an `Arc`; every method takes `&self`.
+pub struct Sandbox {
+    engine: SandboxEngine,
+    cache: Option<DiskCache>,
+    loaded: Mutex<HashMap<String, Arc<LoadedComponent>>>,
+    slots: Semaphore,
+}
+
+impl Sandbox {
+    /// A sandbox with the default engine and the user's disk cache.
+    pub fn new() -> anyhow::Result<Self> {
+        Self::with_options(&EngineOptions::default(), DiskCache::default_location())
+    }
+
+    pub fn with_options(options: &EngineOptions, cache: Option<DiskCache>) -> anyhow::Result<Self> {
+        Ok(Sandbox {
+            engine: SandboxEngine::new(options)?,
+            cache,
+            loaded: Mutex::new(HashMap::new()),
+            slots: Semaphore::new(POOL_INSTANCES as usize),
+        })
+    }
+
+    pub fn engine(&self) -> &wasmtime::Engine {
+        self.engine.engine()
+    }
+
+    /// Loads a component file; the same bytes are compiled once per process.
+    pub fn load_file(&self, path: &Path) -> Result<Arc<LoadedComponent>, SandboxError> {
+        let bytes = read_component(path)?;
+        self.load_bytes(&bytes)
+    }
+
+    /// Loads a component from memory; the same bytes are compiled once per
+    /// process and, with a disk cache, once per machine.
+    pub fn load_bytes(&self, bytes: &[u8]) -> Result<Arc<LoadedComponent>, SandboxError> {
+        use sha2::Digest;
+        let key = component::hex(&sha2::Sha256::digest(bytes));
+        if let Some(hit) = self.lock_loaded().get(&key) {
+            return Ok(hit.clone());
+        }
+        let loaded = Arc::new(component::load_component(
+            &self.engine.engine,
+            &self.engine.linker,
+            bytes,
+            self.cache.as_ref(),
+        )?);
+        self.lock_loaded().insert(key, loaded.clone());
+        Ok(loaded)
+    }
+
+    /// Calls one exported function with JSON arguments.
+    pub async fn call(
+        &self,
+        component: &LoadedComponent,
+        function: &str,
+        args: &Value,
+        grants: &Grants,
+        limits: &Limits,
+    ) -> Result<CallOutcome, SandboxError> {
+        let _slot = self.slot().await?;
+        call::call_function(&self.engine, component, function, args, grants, limits).await
+    }
+
+    /// Runs a command component with `argv` (argv[0] is the program name)
+    /// and `stdin`.
+    pub async fn run_script(
+        &self,
+        component: &LoadedComponent,
+        argv: Vec<String>,
+        stdin: Vec<u8>,
+        grants: &Grants,
+        limits: &Limits,
+    ) -> Result<ScriptOutcome, SandboxError> {
+        let _slot = self.slot().await?;
+        call::run_command(&self.engine, component, argv, stdin, grants, limits).await
+    }
+
+    async fn slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, SandboxError> {
+        self.slots
+            .acquire()
+            .await
+            .map_err(|_| SandboxError::Host("the sandbox is shutting down".into()))
+    }
+
+    fn lock_loaded(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<LoadedComponent>>> {
+        self.loaded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn read_component(path: &Path) -> Result<Vec<u8>, SandboxError> {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let meta = std::fs::metadata(path).map_err(|e| {
+        SandboxError::Load(format!("cannot read `{name}`: {}", io_reason(&e)))
+    })?;
+    if !meta.is_file() {
+        return Err(SandboxError::Load(format!("`{name}` is not a file")));
+    }
+    if meta.len() > MAX_COMPONENT_BYTES {
+        return Err(SandboxError::Load(format!(
+            "`{name}` is {} MiB; components over {} MiB are refused",
+            meta.len() / MIB as u64,
+            MAX_COMPONENT_BYTES / MIB as u64
+        )));
+    }
+    std::fs::read(path)
+        .map_err(|e| SandboxError::Load(format!("cannot read `{name}`: {}", io_reason(&e))))
+}
+
+/// An I/O error's kind in words, without the OS's path-bearing message.
+pub(crate) fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        kind => kind.to_string(),
+    }
+}

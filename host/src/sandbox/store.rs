@@ -1,0 +1,180 @@
+//! The per-call store: a fresh WASI context, limiter and scratch folder.
+//!
+//! Nothing in here outlives one call. The scratch folder is a `TempDir`
+//! owned by the store's data, so it is deleted when the store is dropped,
+//! whether the call succeeded, trapped or was cancelled.
+
+use std::time::Instant;
+
+use tempfile::TempDir;
+use wasmtime::component::ResourceTable;
+use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
+use wasmtime_wasi::p2::pipe::MemoryInputPipe;
+use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+
+use super::error::SandboxError;
+use super::grants::{Grants, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT};
+use super::limits::Limits;
+use super::output::CappedPipe;
+
+/// Raised by the limiter when the guest asks for more memory than allowed.
+#[derive(Debug, thiserror::Error)]
+#[error("memory limit of {limit_bytes} bytes exceeded")]
+pub struct MemoryLimitHit {
+    pub limit_bytes: usize,
+}
+
+/// Enforces the memory and table caps, and remembers a hit so the caller
+/// can report it precisely.
+pub struct CallLimiter {
+    memory_bytes: usize,
+    table_elements: usize,
+}
+
+impl ResourceLimiter for CallLimiter {
+    fn memory_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        if desired > self.memory_bytes {
+            return Err(wasmtime::Error::new(MemoryLimitHit {
+                limit_bytes: self.memory_bytes,
+            }));
+        }
+        Ok(true)
+    }
+
+    fn table_growing(
+        &mut self,
+        _current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
+        Ok(desired <= self.table_elements)
+    }
+
+    fn instances(&self) -> usize {
+        64
+    }
+
+    fn tables(&self) -> usize {
+        64
+    }
+
+    fn memories(&self) -> usize {
+        64
+    }
+}
+
+/// The data a call's store holds.
+pub struct CallState {
+    wasi: WasiCtx,
+    table: ResourceTable,
+    limiter: CallLimiter,
+    deadline: Instant,
+    _scratch: TempDir,
+}
+
+impl WasiView for CallState {
+    fn ctx(&mut self) -> WasiCtxView<'_> {
+        WasiCtxView {
+            ctx: &mut self.wasi,
+            table: &mut self.table,
+        }
+    }
+}
+
+/// What one call is given besides its grants: program arguments and stdin
+/// (for scripts) and where its output goes.
+pub struct CallIo {
+    pub args: Vec<String>,
+    pub stdin: Vec<u8>,
+    pub stdout: CappedPipe,
+    pub stderr: CappedPipe,
+}
+
+impl CallIo {
+    pub fn new(limits: &Limits) -> Self {
+        CallIo {
+            args: Vec::new(),
+            stdin: Vec::new(),
+            stdout: CappedPipe::new("stdout", limits.output_bytes),
+            stderr: CappedPipe::new("stderr", limits.output_bytes),
+        }
+    }
+}
+
+/// Builds a fresh store for one call.
+pub fn new_store(
+    engine: &wasmtime::Engine,
+    grants: &Grants,
+    limits: &Limits,
+    io: &CallIo,
+) -> Result<Store<CallState>, SandboxError> {
+    let scratch = tempfile::Builder::new()
+        .prefix("skillbox-call-")
+        .tempdir()
+        .map_err(|e| SandboxError::Host(format!("cannot create the scratch folder: {e}")))?;
+
+    let mut wasi = WasiCtxBuilder::new();
+    wasi.stdin(MemoryInputPipe::new(io.stdin.clone()))
+        .stdout(io.stdout.clone())
+        .stderr(io.stderr.clone())
+        .allow_tcp(false)
+        .allow_udp(false)
+        .allow_ip_name_lookup(false)
+        .args(&io.args);
+    for (key, value) in &grants.env {
+        wasi.env(key, value);
+    }
+    let preopen = |wasi: &mut WasiCtxBuilder, host: &std::path::Path, guest: &str, perms| {
+        wasi.preopened_dir(host, guest, perms)
+            .map(|_| ())
+            .map_err(|_| {
+                SandboxError::Host(format!(
+                    "cannot open the folder granted at {guest}; check that it exists and is readable"
+                ))
+            })
+    };
+    preopen(&mut wasi, scratch.path(), SCRATCH_MOUNT, FsPerms::ReadWrite)?;
+    if let Some(skill) = &grants.skill_dir {
+        preopen(&mut wasi, skill, SKILL_MOUNT, FsPerms::ReadOnly)?;
+    }
+    if let Some(ws) = &grants.workspace {
+        let perms = if ws.writable {
+            FsPerms::ReadWrite
+        } else {
+            FsPerms::ReadOnly
+        };
+        preopen(&mut wasi, &ws.host_dir, WORKSPACE_MOUNT, perms)?;
+    }
+
+    let state = CallState {
+        wasi: wasi.build(),
+        table: ResourceTable::new(),
+        limiter: CallLimiter {
+            memory_bytes: limits.memory_bytes,
+            table_elements: limits.table_elements,
+        },
+        deadline: Instant::now() + limits.timeout,
+        _scratch: scratch,
+    };
+    let mut store = Store::new(engine, state);
+    store.limiter(|state| &mut state.limiter);
+    store
+        .set_fuel(limits.fuel)
+        .map_err(|e| SandboxError::Host(format!("fuel is not enabled: {e}")))?;
+    let limit = limits.timeout;
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |ctx| {
+        if Instant::now() >= ctx.data().deadline {
+            return Err(wasmtime::Error::new(SandboxError::Timeout { limit }));
+        }
+        // Yield at every tick so the executor can run other calls on this
+        // thread and can drop (cancel) this one.
+        Ok(UpdateDeadline::Yield(1))
+    });
+    Ok(store)
+}

@@ -1,0 +1,149 @@
+//! Which functions a component exports, and their typed signatures.
+
+use wasmtime::Engine;
+use wasmtime::component::types::{ComponentFunc, ComponentItem};
+use wasmtime::component::{Component, ComponentExportIndex};
+
+use super::json_schema::params_schema;
+use super::wit::WitType;
+
+/// One exported function that can be served as a tool.
+#[derive(Debug, Clone)]
+pub struct ExportedFunction {
+    /// The tool-facing name: the function's own name, or
+    /// `<interface>-<function>` when two interfaces export the same name.
+    pub name: String,
+    /// The exporting interface (`pkg:ns/iface@ver`), if not a top-level export.
+    pub interface: Option<String>,
+    /// The function's name inside its interface.
+    pub function: String,
+    pub params: Vec<(String, WitType)>,
+    pub result: Option<WitType>,
+    /// Lookup key valid for every instance of the component.
+    pub index: ComponentExportIndex,
+}
+
+impl ExportedFunction {
+    pub fn input_schema(&self) -> serde_json::Value {
+        params_schema(&self.params)
+    }
+}
+
+/// An export that could not become a tool, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkippedExport {
+    pub name: String,
+    pub reason: String,
+}
+
+/// Everything the host learned from a component's own type information.
+#[derive(Debug, Clone, Default)]
+pub struct ComponentExports {
+    pub functions: Vec<ExportedFunction>,
+    pub skipped: Vec<SkippedExport>,
+    /// Whether it exports `wasi:cli/run`, i.e. is a command (script).
+    pub is_command: bool,
+}
+
+impl ComponentExports {
+    pub fn function(&self, name: &str) -> Option<&ExportedFunction> {
+        self.functions.iter().find(|f| f.name == name)
+    }
+
+    pub fn names(&self) -> Vec<&str> {
+        self.functions.iter().map(|f| f.name.as_str()).collect()
+    }
+}
+
+/// Reads the exported functions: top-level functions and the functions of
+/// exported interfaces. `wasi:cli/run` marks a command and is not a tool.
+pub fn read_exports(engine: &Engine, component: &Component) -> ComponentExports {
+    let ty = component.component_type();
+    let mut out = ComponentExports::default();
+    let mut found: Vec<(Option<String>, String, ComponentFunc)> = Vec::new();
+    for (name, item) in ty.exports(engine) {
+        match item.ty {
+            ComponentItem::ComponentFunc(func) => found.push((None, name.to_string(), func)),
+            ComponentItem::ComponentInstance(instance) => {
+                if name.starts_with("wasi:cli/run@") {
+                    out.is_command = true;
+                    continue;
+                }
+                for (fname, fitem) in instance.exports(engine) {
+                    if let ComponentItem::ComponentFunc(func) = fitem.ty {
+                        found.push((Some(name.to_string()), fname.to_string(), func));
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    for (interface, function, func) in &found {
+        let clashes = found.iter().filter(|(_, f, _)| f == function).count() > 1;
+        let name = match interface {
+            Some(iface) if clashes => format!("{}-{function}", short_interface(iface)),
+            _ => function.clone(),
+        };
+        match signature(func) {
+            Ok((params, result)) => {
+                let parent = interface
+                    .as_deref()
+                    .and_then(|i| component.get_export_index(None, i));
+                let Some(index) = component.get_export_index(parent.as_ref(), function) else {
+                    continue;
+                };
+                out.functions.push(ExportedFunction {
+                    name,
+                    interface: interface.clone(),
+                    function: function.clone(),
+                    params,
+                    result,
+                    index,
+                });
+            }
+            Err(reason) => out.skipped.push(SkippedExport { name, reason }),
+        }
+    }
+    out.functions.sort_by(|a, b| a.name.cmp(&b.name));
+    out
+}
+
+type Signature = (Vec<(String, WitType)>, Option<WitType>);
+
+fn signature(func: &ComponentFunc) -> Result<Signature, String> {
+    if func.async_() {
+        return Err("is an async function, which this host does not call yet".into());
+    }
+    let params = func
+        .params()
+        .map(|(name, ty)| {
+            WitType::from_component(&ty)
+                .map(|t| (name.to_string(), t))
+                .map_err(|e| format!("its parameter `{name}` {e}"))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut results = func.results();
+    let result = match results.next() {
+        None => None,
+        Some(ty) => Some(WitType::from_component(&ty).map_err(|e| format!("its result {e}"))?),
+    };
+    Ok((params, result))
+}
+
+/// `pkg:ns/lines@1.0.0` -> `lines`.
+fn short_interface(iface: &str) -> &str {
+    let after_slash = iface.rsplit('/').next().unwrap_or(iface);
+    after_slash.split('@').next().unwrap_or(after_slash)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::short_interface;
+
+    #[test]
+    fn short_interface_drops_package_and_version() {
+        assert_eq!(short_interface("skillbox:text/lines@0.1.0"), "lines");
+        assert_eq!(short_interface("lines"), "lines");
+    }
+}

@@ -1,0 +1,12 @@
+//! From a component's WIT types to MCP tool schemas, and between JSON and
+//! component values.
+
+pub mod exports;
+pub mod json_schema;
+pub mod value;
+pub mod wit;
+
+pub use exports::{ComponentExports, ExportedFunction, SkippedExport, read_exports};
+pub use json_schema::{params_schema, schema_for};
+pub use value::{ArgError, args_from_json, from_json, to_json};
+pub use wit::{Unsupported, WitType};
