@@ -1,1 +1,121 @@
+//! Shared set-up for the end-to-end tests: the built guest components, the
+//! real `skillbox` binary, and scratch workspaces.
 
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+use serde_json::Value;
+
+/// The repository root.
+pub fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_path_buf()
+}
+
+/// Builds the guest components once per test process (a no-op when they
+/// are up to date) and returns the folder holding them.
+pub fn guests() -> &'static Path {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let status = Command::new(repo().join("scripts/build-guests"))
+            .status()
+            .expect("run scripts/build-guests");
+        assert!(status.success(), "scripts/build-guests failed");
+        repo().join("guest-tools/target/wasm32-wasip2/release")
+    })
+}
+
+/// A built guest component by crate name (`testbed`, `text`, …).
+pub fn component(name: &str) -> PathBuf {
+    guests().join(format!("{name}.wasm"))
+}
+
+/// The `skillbox` binary, built once per test process.
+pub fn skillbox_bin() -> &'static Path {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "--quiet", "-p", "skillbox", "--bin", "skillbox"])
+            .current_dir(repo())
+            .status()
+            .expect("run cargo build");
+        assert!(status.success(), "building the skillbox binary failed");
+        let deps = std::env::current_exe().expect("test binary path");
+        // target/<profile>/deps/<test> -> target/<profile>/skillbox
+        deps.parent()
+            .and_then(Path::parent)
+            .expect("target/<profile>")
+            .join("skillbox")
+    })
+}
+
+/// A `skillbox` command with a private compile cache, run from the repo.
+pub fn skillbox() -> Command {
+    let mut cmd = Command::new(skillbox_bin());
+    cmd.current_dir(repo())
+        .env("SKILLBOX_CACHE_DIR", repo().join("target/test-cache"))
+        .env_remove("SKILLBOX_LOG");
+    cmd
+}
+
+/// The result of one CLI run, with output decoded.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.stdout)
+            .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}\nstderr: {}", self.stdout, self.stderr))
+    }
+}
+
+impl From<Output> for Run {
+    fn from(out: Output) -> Self {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+}
+
+/// Runs `skillbox` with `args` and collects the result.
+pub fn run(args: &[&str]) -> Run {
+    skillbox().args(args).output().expect("run skillbox").into()
+}
+
+/// Runs `skillbox call` on a component function with JSON arguments and
+/// any extra flags.
+pub fn call(component_name: &str, function: &str, args: &Value, extra: &[&str]) -> Run {
+    let path = component(component_name);
+    let args_text = args.to_string();
+    let mut argv = vec![
+        "call",
+        "--component",
+        path.to_str().expect("utf-8 path"),
+        function,
+        "--args",
+        &args_text,
+    ];
+    argv.extend_from_slice(extra);
+    run(&argv)
+}
+
+/// A fresh workspace folder with the given files (relative path, content).
+pub fn workspace(files: &[(&str, &str)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (rel, content) in files {
+        let path = dir.path().join(rel);
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, content).expect("write file");
+    }
+    dir
+}

@@ -33,9 +33,15 @@ fn io_error(e: std::io::Error) -> String {
     format!("{:?}: {e}", e.kind())
 }
 
+/// Small frames, so the engine's wasm stack limit is what stops it.
 fn recurse(depth: u64) -> u64 {
+    if depth == 0 { 0 } else { recurse(black_box(depth - 1)).wrapping_mul(3).wrapping_add(depth) }
+}
+
+/// Big frames, which Rust keeps on its shadow stack in linear memory.
+fn recurse_big_frames(depth: u64) -> u64 {
     let frame = black_box([depth as u8; 512]);
-    if depth == 0 { 0 } else { recurse(depth - 1) + u64::from(frame[(depth % 512) as usize]) }
+    if depth == 0 { 0 } else { recurse_big_frames(depth - 1) + u64::from(frame[(depth % 512) as usize]) }
 }
 
 impl Guest for Testbed {
@@ -91,6 +97,10 @@ impl Guest for Testbed {
 
     fn recurse(depth: u64) -> u64 {
         recurse(depth)
+    }
+
+    fn recurse_big_frames(depth: u64) -> u64 {
+        recurse_big_frames(depth)
     }
 
     fn flood_stdout(bytes: u64) -> u64 {
