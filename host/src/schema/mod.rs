@@ -10,3 +10,6 @@ pub use exports::{ComponentExports, ExportedFunction, SkippedExport, read_export
 pub use json_schema::{params_schema, schema_for};
 pub use value::{ArgError, args_from_json, from_json, to_json};
 pub use wit::{Unsupported, WitType};
+
+#[cfg(test)]
+mod tests;
