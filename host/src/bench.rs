@@ -86,15 +86,46 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
     eprintln!("bench: {} sandboxed calls…", args.iterations);
     let calls = runtime.block_on(async {
         // One warm-up call so lazy engine set-up is not counted.
-        sandbox.call(&noop, "noop", &args_json, &grants, &limits).await?;
+        sandbox
+            .call(&noop, "noop", &args_json, &grants, &limits)
+            .await?;
         let mut samples = Vec::with_capacity(args.iterations);
         for _ in 0..args.iterations {
             let start = Instant::now();
-            sandbox.call(&noop, "noop", &args_json, &grants, &limits).await?;
+            sandbox
+                .call(&noop, "noop", &args_json, &grants, &limits)
+                .await?;
             samples.push(start.elapsed());
         }
         anyhow::Ok(Stats::of(samples))
     })?;
+
+    eprintln!(
+        "bench: {} sandboxed calls, on-demand allocator…",
+        args.iterations
+    );
+    let on_demand = {
+        let options = EngineOptions {
+            pooling: false,
+            ..EngineOptions::default()
+        };
+        let plain = Sandbox::with_options(&options, None)?;
+        let noop = plain.load_bytes(&trivial)?;
+        runtime.block_on(async {
+            plain
+                .call(&noop, "noop", &args_json, &grants, &limits)
+                .await?;
+            let mut samples = Vec::with_capacity(args.iterations);
+            for _ in 0..args.iterations {
+                let start = Instant::now();
+                plain
+                    .call(&noop, "noop", &args_json, &grants, &limits)
+                    .await?;
+                samples.push(start.elapsed());
+            }
+            anyhow::Ok(Stats::of(samples))
+        })?
+    };
 
     eprintln!("bench: {} native process spawns…", args.iterations);
     let mut spawn_samples = Vec::with_capacity(args.iterations);
@@ -135,19 +166,22 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
     }
     let disk = Stats::of(disk_samples);
 
+    cached.load_file(&args.tool)?;
     let mut loaded_samples = Vec::new();
     for _ in 0..args.iterations {
         let start = Instant::now();
-        cached.load_bytes(&tool)?;
+        cached.load_file(&args.tool)?;
         loaded_samples.push(start.elapsed());
     }
     let loaded = Stats::of(loaded_samples);
 
-    let ratio = ratio(spawns.median, calls.median);
+    let ratio = ratio_f(spawns.median, calls.median);
     if args.json {
-        let row = |s: &Stats| json!({ "median_us": micros(s.median), "p90_us": micros(s.p90), "n": s.n });
+        let row =
+            |s: &Stats| json!({ "median_us": micros(s.median), "p90_us": micros(s.p90), "n": s.n });
         let out = json!({
             "sandboxed_call": row(&calls),
+            "sandboxed_call_on_demand": row(&on_demand),
             "native_spawn": row(&spawns),
             "spawn_over_call": ratio,
             "compile_cold": row(&cold),
@@ -158,7 +192,10 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
-        println!("{:<44} {:>12} {:>12} {:>6}", "measure", "median", "p90", "n");
+        println!(
+            "{:<44} {:>12} {:>12} {:>6}",
+            "measure", "median", "p90", "n"
+        );
         let line = |name: &str, s: &Stats| {
             println!(
                 "{:<44} {:>12} {:>12} {:>6}",
@@ -169,6 +206,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             )
         };
         line("sandboxed call (new store+instantiate+call)", &calls);
+        line("  same, on-demand allocator (no pooling)", &on_demand);
         line("native process spawn (`true`)", &spawns);
         line("compile tool component, cold", &cold);
         line("load tool component from disk cache", &disk);
@@ -182,10 +220,6 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         );
     }
     Ok(std::process::ExitCode::SUCCESS)
-}
-
-fn ratio(a: Duration, b: Duration) -> f64 {
-    ratio_f(a, b)
 }
 
 fn ratio_f(a: Duration, b: Duration) -> f64 {

@@ -222,7 +222,9 @@ fn require_file(path: &Path) -> Result<(), CliError> {
 fn call(args: CallArgs) -> Result<ExitCode, CliError> {
     require_file(&args.component)?;
     let json_args: Value = serde_json::from_str(&args.args).map_err(|e| {
-        CliError::Usage(format!("--args is not valid JSON ({e}); pass an object such as '{{\"path\": \"app.log\"}}'"))
+        CliError::Usage(format!(
+            "--args is not valid JSON ({e}); pass an object such as '{{\"path\": \"app.log\"}}'"
+        ))
     })?;
     let grants = args.sandbox.grants()?;
     let class = if args.sandbox.allow_write {
@@ -269,7 +271,10 @@ fn inspect(path: &Path) -> Result<ExitCode, CliError> {
         .map(|s| json!({ "name": s.name, "reason": s.reason }))
         .collect();
     for s in &component.exports.skipped {
-        eprintln!("warning: `{}` is not served as a tool: {}", s.name, s.reason);
+        eprintln!(
+            "warning: `{}` is not served as a tool: {}",
+            s.name, s.reason
+        );
     }
     print_json(&json!({
         "digest": component.digest,

@@ -23,7 +23,12 @@ fn bed() -> Bed {
 }
 
 impl Bed {
-    async fn call(&self, function: &str, args: Value, grants: &Grants) -> Result<Value, SandboxError> {
+    async fn call(
+        &self,
+        function: &str,
+        args: Value,
+        grants: &Grants,
+    ) -> Result<Value, SandboxError> {
         self.sandbox
             .call(&self.testbed, function, &args, grants, &Limits::default())
             .await
@@ -31,7 +36,8 @@ impl Bed {
     }
 
     async fn read(&self, path: &str, grants: &Grants) -> Result<Value, SandboxError> {
-        self.call("read-file", json!({ "path": path }), grants).await
+        self.call("read-file", json!({ "path": path }), grants)
+            .await
     }
 }
 
@@ -56,8 +62,7 @@ fn assert_tool_error(result: Result<Value, SandboxError>, what: &str) -> String 
 fn outside_layout() -> (tempfile::TempDir, std::path::PathBuf) {
     let root = workspace(&[("secret.txt", "top secret"), ("ws/notes.txt", "hello")]);
     let ws = root.path().join("ws");
-    std::os::unix::fs::symlink(root.path().join("secret.txt"), ws.join("link-to-secret"))
-        .unwrap();
+    std::os::unix::fs::symlink(root.path().join("secret.txt"), ws.join("link-to-secret")).unwrap();
     std::os::unix::fs::symlink(root.path(), ws.join("link-to-parent")).unwrap();
     std::os::unix::fs::symlink("../secret.txt", ws.join("relative-link")).unwrap();
     (root, ws)
@@ -68,7 +73,10 @@ async fn the_workspace_is_readable_when_granted() {
     let bed = bed();
     let (_root, ws) = outside_layout();
     let grants = ws_grant(&ws, false);
-    assert_eq!(bed.read("/workspace/notes.txt", &grants).await.unwrap(), json!("hello"));
+    assert_eq!(
+        bed.read("/workspace/notes.txt", &grants).await.unwrap(),
+        json!("hello")
+    );
 }
 
 #[tokio::test]
@@ -140,7 +148,10 @@ async fn no_environment_variables_reach_the_guest() {
     // The test process has PATH, HOME, CARGO_* and more; none may leak.
     assert!(std::env::vars().count() > 0);
     let bed = bed();
-    let vars = bed.call("env-vars", json!({}), &Grants::default()).await.unwrap();
+    let vars = bed
+        .call("env-vars", json!({}), &Grants::default())
+        .await
+        .unwrap();
     assert_eq!(vars, json!([]));
 }
 
@@ -162,12 +173,19 @@ async fn a_read_only_workspace_refuses_writes() {
     let grants = ws_grant(dir.path(), false);
     for path in ["/workspace/new.txt", "/workspace/keep.txt"] {
         let result = bed
-            .call("write-file", json!({"path": path, "contents": "changed"}), &grants)
+            .call(
+                "write-file",
+                json!({"path": path, "contents": "changed"}),
+                &grants,
+            )
             .await;
         assert_tool_error(result, path);
     }
     assert!(!dir.path().join("new.txt").exists());
-    assert_eq!(std::fs::read_to_string(dir.path().join("keep.txt")).unwrap(), "original");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("keep.txt")).unwrap(),
+        "original"
+    );
 }
 
 #[tokio::test]
@@ -182,16 +200,23 @@ async fn a_writable_workspace_accepts_writes() {
     )
     .await
     .unwrap();
-    assert_eq!(std::fs::read_to_string(dir.path().join("out.txt")).unwrap(), "written");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("out.txt")).unwrap(),
+        "written"
+    );
 }
 
 #[tokio::test]
 async fn scratch_tmp_is_private_to_one_call() {
     let bed = bed();
     let grants = Grants::default();
-    bed.call("write-file", json!({"path": "/tmp/note", "contents": "x"}), &grants)
-        .await
-        .expect("/tmp is writable");
+    bed.call(
+        "write-file",
+        json!({"path": "/tmp/note", "contents": "x"}),
+        &grants,
+    )
+    .await
+    .expect("/tmp is writable");
     let next = bed.read("/tmp/note", &grants).await;
     let msg = assert_tool_error(next, "a second call sees a fresh /tmp");
     assert!(msg.contains("NotFound"), "{msg}");
@@ -206,11 +231,17 @@ async fn the_skill_folder_is_read_only() {
         ..Grants::default()
     };
     assert_eq!(
-        bed.read("/skill/references/guide.md", &grants).await.unwrap(),
+        bed.read("/skill/references/guide.md", &grants)
+            .await
+            .unwrap(),
         json!("# Guide")
     );
     let write = bed
-        .call("write-file", json!({"path": "/skill/references/guide.md", "contents": "x"}), &grants)
+        .call(
+            "write-file",
+            json!({"path": "/skill/references/guide.md", "contents": "x"}),
+            &grants,
+        )
         .await;
     assert_tool_error(write, "write into /skill");
     assert_eq!(

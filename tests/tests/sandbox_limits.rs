@@ -16,7 +16,9 @@ fn sandbox() -> Arc<Sandbox> {
 }
 
 fn testbed(sandbox: &Sandbox) -> Arc<LoadedComponent> {
-    sandbox.load_file(&component("testbed")).expect("load testbed")
+    sandbox
+        .load_file(&component("testbed"))
+        .expect("load testbed")
 }
 
 async fn call(
@@ -49,7 +51,9 @@ async fn infinite_loop_stops_at_the_timeout() {
         ..Limits::default()
     };
     let started = Instant::now();
-    let err = call(&sb, &tb, "spin", json!({}), &limits).await.unwrap_err();
+    let err = call(&sb, &tb, "spin", json!({}), &limits)
+        .await
+        .unwrap_err();
     let took = started.elapsed();
     assert!(matches!(err, SandboxError::Timeout { .. }), "{err}");
     assert!(
@@ -88,7 +92,10 @@ async fn fuel_exhaustion_is_reported() {
     let err = call(&sb, &tb, "burn", json!({"iterations": u64::MAX}), &limits)
         .await
         .unwrap_err();
-    assert!(matches!(err, SandboxError::OutOfFuel { fuel: 5_000_000 }), "{err}");
+    assert!(
+        matches!(err, SandboxError::OutOfFuel { fuel: 5_000_000 }),
+        "{err}"
+    );
     // A small job under the same budget completes.
     let ok = call(&sb, &tb, "burn", json!({"iterations": 1000}), &limits).await;
     assert!(ok.is_ok(), "{ok:?}");
@@ -118,9 +125,15 @@ async fn memory_growth_past_the_cap_is_stopped() {
 async fn runaway_recursion_is_contained() {
     let sb = sandbox();
     let tb = testbed(&sb);
-    let err = call(&sb, &tb, "recurse", json!({"depth": 100_000_000u64}), &Limits::default())
-        .await
-        .unwrap_err();
+    let err = call(
+        &sb,
+        &tb,
+        "recurse",
+        json!({"depth": 100_000_000u64}),
+        &Limits::default(),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, SandboxError::StackOverflow), "{err}");
     // Rust guests keep large frames on a shadow stack in linear memory;
     // overflowing that one runs off the bottom of memory, a trap.
@@ -142,9 +155,15 @@ async fn printing_100_mb_hits_the_output_cap() {
     let sb = sandbox();
     let tb = testbed(&sb);
     let started = Instant::now();
-    let err = call(&sb, &tb, "flood-stdout", json!({"bytes": 100_000_000u64}), &Limits::default())
-        .await
-        .unwrap_err();
+    let err = call(
+        &sb,
+        &tb,
+        "flood-stdout",
+        json!({"bytes": 100_000_000u64}),
+        &Limits::default(),
+    )
+    .await
+    .unwrap_err();
     assert!(
         matches!(err, SandboxError::OutputLimit { stream: "stdout", limit } if limit == MIB),
         "{err}"
@@ -159,20 +178,38 @@ async fn returning_100_mb_is_refused() {
     let sb = sandbox();
     let tb = testbed(&sb);
     // With the default 64 MiB memory the string cannot even be built.
-    let err = call(&sb, &tb, "big-string", json!({"bytes": 100_000_000u64}), &Limits::default())
-        .await
-        .unwrap_err();
+    let err = call(
+        &sb,
+        &tb,
+        "big-string",
+        json!({"bytes": 100_000_000u64}),
+        &Limits::default(),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, SandboxError::MemoryLimit { .. }), "{err}");
     // With room to build it, the result cap refuses it.
     let roomy = Limits {
         memory_bytes: 512 * MIB,
         ..Limits::default()
     };
-    let err = call(&sb, &tb, "big-string", json!({"bytes": 100_000_000u64}), &roomy)
-        .await
-        .unwrap_err();
+    let err = call(
+        &sb,
+        &tb,
+        "big-string",
+        json!({"bytes": 100_000_000u64}),
+        &roomy,
+    )
+    .await
+    .unwrap_err();
     assert!(
-        matches!(err, SandboxError::OutputLimit { stream: "result", .. }),
+        matches!(
+            err,
+            SandboxError::OutputLimit {
+                stream: "result",
+                ..
+            }
+        ),
         "{err}"
     );
     still_serves(&sb, &tb).await;
@@ -232,9 +269,15 @@ async fn dropping_a_call_cancels_the_guest() {
 async fn a_guest_panic_is_a_trap_with_its_message() {
     let sb = sandbox();
     let tb = testbed(&sb);
-    let err = call(&sb, &tb, "crash", json!({"message": "boom at line 7"}), &Limits::default())
-        .await
-        .unwrap_err();
+    let err = call(
+        &sb,
+        &tb,
+        "crash",
+        json!({"message": "boom at line 7"}),
+        &Limits::default(),
+    )
+    .await
+    .unwrap_err();
     match &err {
         SandboxError::Trap { stderr, .. } => assert!(stderr.contains("boom at line 7"), "{err}"),
         other => panic!("expected a trap, got {other}"),
@@ -246,9 +289,15 @@ async fn a_guest_panic_is_a_trap_with_its_message() {
 async fn an_err_result_is_a_tool_error() {
     let sb = sandbox();
     let tb = testbed(&sb);
-    let err = call(&sb, &tb, "fail", json!({"message": "the file is empty"}), &Limits::default())
-        .await
-        .unwrap_err();
+    let err = call(
+        &sb,
+        &tb,
+        "fail",
+        json!({"message": "the file is empty"}),
+        &Limits::default(),
+    )
+    .await
+    .unwrap_err();
     match err {
         SandboxError::ToolError { message, value } => {
             assert_eq!(message, "the file is empty");
@@ -264,12 +313,22 @@ async fn invalid_arguments_are_refused_before_any_guest_code_runs() {
     let tb = testbed(&sb);
     // If the guest ran, this would loop until the timeout.
     let started = Instant::now();
-    let err = call(&sb, &tb, "spin", json!({"unexpected": 1}), &Limits::default())
-        .await
-        .unwrap_err();
+    let err = call(
+        &sb,
+        &tb,
+        "spin",
+        json!({"unexpected": 1}),
+        &Limits::default(),
+    )
+    .await
+    .unwrap_err();
     assert!(matches!(err, SandboxError::InvalidArguments(_)), "{err}");
     assert!(started.elapsed() < Duration::from_secs(1));
-    assert!(err.to_string().contains("`unexpected` is not a known argument"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("`unexpected` is not a known argument"),
+        "{err}"
+    );
 }
 
 #[tokio::test]
@@ -319,9 +378,6 @@ fn bytes_that_are_not_a_component_get_a_clear_error() {
     let err = sb.load_bytes(b"hello").err().expect("refused");
     assert!(err.to_string().contains("not WebAssembly"), "{err}");
     // A core module (version 1, layer 0) is not a component.
-    let err = sb
-        .load_bytes(b"\0asm\x01\0\0\0")
-        .err()
-        .expect("refused");
+    let err = sb.load_bytes(b"\0asm\x01\0\0\0").err().expect("refused");
     assert!(err.to_string().contains("core WebAssembly module"), "{err}");
 }

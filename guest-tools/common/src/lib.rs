@@ -44,11 +44,7 @@ pub fn file_error(path: &str, err: &io::Error) -> String {
 pub fn clip(text: &str, max: usize) -> String {
     match text.char_indices().nth(max) {
         None => text.to_string(),
-        Some((cut, _)) => format!(
-            "{}…[+{} chars]",
-            &text[..cut],
-            text[cut..].chars().count()
-        ),
+        Some((cut, _)) => format!("{}…[+{} chars]", &text[..cut], text[cut..].chars().count()),
     }
 }
 

@@ -48,7 +48,8 @@ pub fn parse_rfc3339(text: &str) -> Result<i64, String> {
         None => (text, None),
     };
     let mut parts = date.split('-');
-    let (Some(y), Some(m), Some(d), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(y), Some(m), Some(d), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err(bad());
     };
@@ -96,9 +97,15 @@ mod tests {
     #[test]
     fn round_trips_dates() {
         assert_eq!(parse_rfc3339("1970-01-01").unwrap(), 0);
-        assert_eq!(parse_rfc3339("2026-11-30T03:19:30Z").unwrap(), 1_796_008_770);
+        assert_eq!(
+            parse_rfc3339("2026-11-30T03:19:30Z").unwrap(),
+            1_796_008_770
+        );
         assert_eq!(format_rfc3339(1_796_008_770), "2026-11-30T03:19:30Z");
-        assert_eq!(parse_rfc3339("2026-11-30T04:19:30+01:00").unwrap(), 1_796_008_770);
+        assert_eq!(
+            parse_rfc3339("2026-11-30T04:19:30+01:00").unwrap(),
+            1_796_008_770
+        );
         assert!(parse_rfc3339("yesterday").is_err());
     }
 }

@@ -1,5 +1,7 @@
 //! Per-column CSV summaries: inferred type, nulls, distinct values,
 //! min/max/mean, over a bounded number of rows.
+// The generated export shims take one argument per flattened parameter.
+#![allow(clippy::too_many_arguments)]
 
 use std::collections::HashSet;
 
@@ -34,7 +36,12 @@ struct Column {
 impl Column {
     fn add(&mut self, raw: &str) {
         let value = raw.trim();
-        if value.is_empty() || matches!(value.to_ascii_lowercase().as_str(), "null" | "na" | "n/a" | "nan" | "-") {
+        if value.is_empty()
+            || matches!(
+                value.to_ascii_lowercase().as_str(),
+                "null" | "na" | "n/a" | "nan" | "-"
+            )
+        {
             self.nulls += 1;
             return;
         }
@@ -49,7 +56,10 @@ impl Column {
         } else if let Ok(f) = value.parse::<f64>() {
             self.floats += 1;
             self.number(f);
-        } else if matches!(value.to_ascii_lowercase().as_str(), "true" | "false" | "yes" | "no") {
+        } else if matches!(
+            value.to_ascii_lowercase().as_str(),
+            "true" | "false" | "yes" | "no"
+        ) {
             self.bools += 1;
         } else {
             self.texts += 1;
@@ -102,11 +112,19 @@ impl Column {
 }
 
 fn fmt_num(f: f64) -> String {
-    if f.fract() == 0.0 && f.abs() < 1e15 { format!("{}", f as i64) } else { format!("{f}") }
+    if f.fract() == 0.0 && f.abs() < 1e15 {
+        format!("{}", f as i64)
+    } else {
+        format!("{f}")
+    }
 }
 
 impl Guest for Csv {
-    fn summarize(path: String, delimiter: Option<char>, max_rows: Option<u32>) -> Result<Summary, String> {
+    fn summarize(
+        path: String,
+        delimiter: Option<char>,
+        max_rows: Option<u32>,
+    ) -> Result<Summary, String> {
         let delimiter = match delimiter {
             None => b',',
             Some(c) if c.is_ascii() => c as u8,
@@ -130,7 +148,10 @@ impl Guest for Csv {
         }
         let mut columns: Vec<Column> = headers
             .iter()
-            .map(|h| Column { name: h.to_string(), ..Column::default() })
+            .map(|h| Column {
+                name: h.to_string(),
+                ..Column::default()
+            })
             .collect();
         let (mut rows, mut truncated, mut ragged) = (0u64, false, 0u64);
         let mut record = csv::StringRecord::new();
@@ -157,7 +178,9 @@ impl Guest for Csv {
             notes.push(format!("scanned the first {max_rows} rows only; raise max-rows (up to {MAX_ROWS}) to scan more"));
         }
         if ragged > 0 {
-            notes.push(format!("{ragged} rows have a different number of fields than the header"));
+            notes.push(format!(
+                "{ragged} rows have a different number of fields than the header"
+            ));
         }
         Ok(Summary {
             path,

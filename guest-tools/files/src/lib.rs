@@ -1,5 +1,7 @@
 //! Folder listings with filters: a listing without filters floods the
 //! model's context, so glob, date, depth and count filters are built in.
+// The generated export shims take one argument per flattened parameter.
+#![allow(clippy::too_many_arguments)]
 
 use std::fs;
 use std::time::UNIX_EPOCH;
@@ -50,8 +52,15 @@ impl Guest for Files {
 
         let mut matched = Vec::new();
         let mut examined = 0usize;
-        walk(&resolve(&root), "", 1, &filters, &mut matched, &mut examined)
-            .map_err(|e| file_error(&root, &e))?;
+        walk(
+            &resolve(&root),
+            "",
+            1,
+            &filters,
+            &mut matched,
+            &mut examined,
+        )
+        .map_err(|e| file_error(&root, &e))?;
         matched.sort_by(|a: &Entry, b| a.path.cmp(&b.path));
         let total = matched.len();
         matched.truncate(max);
@@ -92,9 +101,15 @@ fn walk(
         }
         *examined += 1;
         let name = child.file_name().to_string_lossy().into_owned();
-        let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+        let rel = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
         // symlink_metadata: a link is reported as a link, never followed.
-        let Ok(meta) = fs::symlink_metadata(child.path()) else { continue };
+        let Ok(meta) = fs::symlink_metadata(child.path()) else {
+            continue;
+        };
         let kind = if meta.is_symlink() {
             EntryKind::Symlink
         } else if meta.is_dir() {
@@ -118,7 +133,14 @@ fn walk(
             });
         }
         if kind == EntryKind::Dir && depth < filters.max_depth {
-            let _ = walk(&format!("{dir}/{name}"), &rel, depth + 1, filters, out, examined);
+            let _ = walk(
+                &format!("{dir}/{name}"),
+                &rel,
+                depth + 1,
+                filters,
+                out,
+                examined,
+            );
         }
     }
     Ok(())

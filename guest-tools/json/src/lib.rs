@@ -1,5 +1,7 @@
 //! jq filters (via the jaq crates) over a JSON file or string, with
 //! bounded output.
+// The generated export shims take one argument per flattened parameter.
+#![allow(clippy::too_many_arguments)]
 
 use std::io::Read;
 
@@ -29,15 +31,26 @@ impl Guest for Json {
         let text = match (path, input) {
             (Some(path), None) => read_bounded(&path)?,
             (None, Some(input)) => input.into_bytes(),
-            _ => return Err("pass exactly one of `path` (a JSON file) or `input` (JSON text)".into()),
+            _ => {
+                return Err(
+                    "pass exactly one of `path` (a JSON file) or `input` (JSON text)".into(),
+                );
+            }
         };
         let document = jaq_json::read::parse_single(&text)
             .map_err(|e| format!("the input is not valid JSON: {e}"))?;
         let max = bounded(max_results, 100, MAX_RESULTS) as usize;
 
-        let program = File { code: filter.as_str(), path: () };
-        let defs = jaq_core::defs().chain(jaq_std::defs()).chain(jaq_json::defs());
-        let funs = jaq_core::funs().chain(jaq_std::funs()).chain(jaq_json::funs());
+        let program = File {
+            code: filter.as_str(),
+            path: (),
+        };
+        let defs = jaq_core::defs()
+            .chain(jaq_std::defs())
+            .chain(jaq_json::defs());
+        let funs = jaq_core::funs()
+            .chain(jaq_std::funs())
+            .chain(jaq_json::funs());
         let arena = Arena::default();
         let modules = Loader::new(defs)
             .load(&arena, program)
@@ -71,7 +84,12 @@ impl Guest for Json {
                 results.len()
             )
         });
-        Ok(QueryResult { results, total, truncated, note })
+        Ok(QueryResult {
+            results,
+            total,
+            truncated,
+            note,
+        })
     }
 }
 

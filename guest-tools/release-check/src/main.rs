@@ -3,8 +3,9 @@
 //! Reads the version from Cargo.toml or package.json, checks that the
 //! changelog's top entry is that version, and that no TODO or FIXME is left
 //! in the files changed for the release. Prints blocking items, risks and
-//! passed checks; exits 1 when anything blocks, 0 when nothing does, 2 on a
-//! usage error.
+//! passed checks; exits 0 when nothing blocks and non-zero when something
+//! does or the call is wrong. (WASI 0.2's exit carries only success or
+//! failure, so the host sees every failure as exit code 1.)
 //!
 //! Usage: release-check [--json] [--root DIR] [CHANGED_FILE…]
 //! Changed files may also come one per line on stdin (for example the
@@ -41,7 +42,9 @@ fn main() {
         Ok(o) => o,
         Err(msg) => {
             eprintln!("release-check: {msg}");
-            eprintln!("usage: release-check [--json] [--root DIR] [CHANGED_FILE…]  (changed files may also come on stdin)");
+            eprintln!(
+                "usage: release-check [--json] [--root DIR] [CHANGED_FILE…]  (changed files may also come on stdin)"
+            );
             std::process::exit(2);
         }
     };
@@ -62,7 +65,11 @@ fn main() {
 }
 
 fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, String> {
-    let mut options = Options { json: false, root: WORKSPACE.to_string(), changed: Vec::new() };
+    let mut options = Options {
+        json: false,
+        root: WORKSPACE.to_string(),
+        changed: Vec::new(),
+    };
     let mut args = args.peekable();
     while let Some(arg) = args.next() {
         match arg.as_str() {
@@ -75,7 +82,13 @@ fn parse_args(args: impl Iterator<Item = String>) -> Result<Options, String> {
     }
     let mut stdin = String::new();
     let _ = std::io::stdin().take(1 << 20).read_to_string(&mut stdin);
-    options.changed.extend(stdin.lines().map(str::trim).filter(|l| !l.is_empty()).map(String::from));
+    options.changed.extend(
+        stdin
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(String::from),
+    );
     Ok(options)
 }
 
@@ -95,7 +108,11 @@ fn check_version(root: &str, report: &mut Report) {
         .as_deref()
         .and_then(cargo_version)
         .map(|v| (v, "Cargo.toml"))
-        .or_else(|| npm.as_deref().and_then(npm_version).map(|v| (v, "package.json")));
+        .or_else(|| {
+            npm.as_deref()
+                .and_then(npm_version)
+                .map(|v| (v, "package.json"))
+        });
     match found {
         Some((version, source)) => {
             report.passed.push(format!("version {version} read from {source}"));
@@ -153,20 +170,28 @@ fn npm_version(text: &str) -> Option<String> {
 }
 
 fn check_changelog(root: &str, report: &mut Report) {
-    let Some((name, text)) = CHANGELOGS
-        .iter()
-        .find_map(|n| fs::read_to_string(format!("{root}/{n}")).ok().map(|t| (*n, t)))
-    else {
-        report.blocking.push("no CHANGELOG.md at the workspace root; add one with an entry for this version".into());
+    let Some((name, text)) = CHANGELOGS.iter().find_map(|n| {
+        fs::read_to_string(format!("{root}/{n}"))
+            .ok()
+            .map(|t| (*n, t))
+    }) else {
+        report.blocking.push(
+            "no CHANGELOG.md at the workspace root; add one with an entry for this version".into(),
+        );
         return;
     };
     let Some(heading) = text.lines().find(|l| l.starts_with("## ")) else {
-        report.blocking.push(format!("{name} has no entries (no `## ` headings)"));
+        report
+            .blocking
+            .push(format!("{name} has no entries (no `## ` headings)"));
         return;
     };
     let title = heading.trim_start_matches('#').trim();
     if title.to_ascii_lowercase().contains("unreleased") {
-        let want = report.version.as_ref().map_or("the version".to_string(), |(v, _)| v.clone());
+        let want = report
+            .version
+            .as_ref()
+            .map_or("the version".to_string(), |(v, _)| v.clone());
         report.blocking.push(format!(
             "{name}: the top entry is \"Unreleased\"; rename it to {want} with the release date"
         ));
@@ -194,7 +219,13 @@ fn check_changelog(root: &str, report: &mut Report) {
 /// Whether `text` contains a `YYYY-MM-DD` date.
 fn has_date(text: &str) -> bool {
     text.as_bytes().windows(10).any(|w| {
-        w.iter().enumerate().all(|(i, b)| if i == 4 || i == 7 { *b == b'-' } else { b.is_ascii_digit() })
+        w.iter().enumerate().all(|(i, b)| {
+            if i == 4 || i == 7 {
+                *b == b'-'
+            } else {
+                b.is_ascii_digit()
+            }
+        })
     })
 }
 
@@ -208,7 +239,10 @@ fn check_markers(root: &str, changed: &[String], report: &mut Report) {
         ));
         all
     } else {
-        changed.iter().map(|p| p.trim_start_matches("./").to_string()).collect()
+        changed
+            .iter()
+            .map(|p| p.trim_start_matches("./").to_string())
+            .collect()
     };
     let (mut hits, mut missing, mut scanned) = (Vec::new(), Vec::new(), 0usize);
     for rel in &files {
@@ -219,17 +253,26 @@ fn check_markers(root: &str, changed: &[String], report: &mut Report) {
         scanned += 1;
         for (n, line) in text.lines().enumerate() {
             if let Some(marker) = ["TODO", "FIXME"].into_iter().find(|m| line.contains(m)) {
-                hits.push(format!("{rel}:{}: {marker} left in a file changed for this release: {}", n + 1, clip(line.trim(), 120)));
+                hits.push(format!(
+                    "{rel}:{}: {marker} left in a file changed for this release: {}",
+                    n + 1,
+                    clip(line.trim(), 120)
+                ));
             }
         }
     }
     if hits.is_empty() {
-        report.passed.push(format!("no TODO or FIXME in the {scanned} changed files"));
+        report
+            .passed
+            .push(format!("no TODO or FIXME in the {scanned} changed files"));
     } else {
         let total = hits.len();
         report.blocking.extend(hits.into_iter().take(MAX_LISTED));
         if total > MAX_LISTED {
-            report.blocking.push(format!("… and {} more TODO/FIXME lines", total - MAX_LISTED));
+            report.blocking.push(format!(
+                "… and {} more TODO/FIXME lines",
+                total - MAX_LISTED
+            ));
         }
     }
     if !missing.is_empty() {
@@ -250,7 +293,9 @@ fn read_text(path: &str) -> std::io::Result<String> {
 }
 
 fn walk(dir: &str, prefix: &str, out: &mut Vec<String>) {
-    let Ok(entries) = fs::read_dir(dir) else { return };
+    let Ok(entries) = fs::read_dir(dir) else {
+        return;
+    };
     let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
     entries.sort_by_key(|e| e.file_name());
     for entry in entries {
@@ -258,10 +303,17 @@ fn walk(dir: &str, prefix: &str, out: &mut Vec<String>) {
             return;
         }
         let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') || SKIPPED_DIRS.contains(&name.as_str()) || CHANGELOGS.contains(&name.as_str()) {
+        if name.starts_with('.')
+            || SKIPPED_DIRS.contains(&name.as_str())
+            || CHANGELOGS.contains(&name.as_str())
+        {
             continue;
         }
-        let rel = if prefix.is_empty() { name.clone() } else { format!("{prefix}/{name}") };
+        let rel = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
         match entry.file_type() {
             Ok(t) if t.is_dir() => walk(&format!("{dir}/{name}"), &rel, out),
             Ok(t) if t.is_file() => out.push(rel),
@@ -277,10 +329,16 @@ fn clip(s: &str, max: usize) -> String {
 fn to_text(report: &Report) -> String {
     let mut out = String::new();
     match &report.version {
-        Some((v, source)) => out.push_str(&format!("release-check for version {v} (from {source})\n\n")),
+        Some((v, source)) => out.push_str(&format!(
+            "release-check for version {v} (from {source})\n\n"
+        )),
         None => out.push_str("release-check (version unknown)\n\n"),
     }
-    for (title, items) in [("BLOCKING", &report.blocking), ("RISKS", &report.risks), ("PASSED", &report.passed)] {
+    for (title, items) in [
+        ("BLOCKING", &report.blocking),
+        ("RISKS", &report.risks),
+        ("PASSED", &report.passed),
+    ] {
         out.push_str(&format!("{title} ({})\n", items.len()));
         for item in items {
             out.push_str(&format!("  - {item}\n"));
@@ -289,7 +347,11 @@ fn to_text(report: &Report) -> String {
     }
     out.push_str(&format!(
         "RESULT: {} ({} blocking, {} risks, {} passed)\n",
-        if report.blocking.is_empty() { "READY" } else { "BLOCKED" },
+        if report.blocking.is_empty() {
+            "READY"
+        } else {
+            "BLOCKED"
+        },
         report.blocking.len(),
         report.risks.len(),
         report.passed.len()
@@ -298,7 +360,16 @@ fn to_text(report: &Report) -> String {
 }
 
 fn to_json(report: &Report) -> String {
-    let list = |items: &[String]| format!("[{}]", items.iter().map(|s| json_str(s)).collect::<Vec<_>>().join(","));
+    let list = |items: &[String]| {
+        format!(
+            "[{}]",
+            items
+                .iter()
+                .map(|s| json_str(s))
+                .collect::<Vec<_>>()
+                .join(",")
+        )
+    };
     let (version, source) = match &report.version {
         Some((v, s)) => (json_str(v), json_str(s)),
         None => ("null".into(), "null".into()),

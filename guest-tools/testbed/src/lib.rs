@@ -1,5 +1,7 @@
 //! Hostile behaviour on demand, and one echo per WIT type kind. Built for
 //! the host's tests and benchmark; never bundled into a skill.
+// The generated export shims take one argument per flattened parameter.
+#![allow(clippy::too_many_arguments)]
 
 use std::cell::Cell;
 use std::hint::black_box;
@@ -35,13 +37,23 @@ fn io_error(e: std::io::Error) -> String {
 
 /// Small frames, so the engine's wasm stack limit is what stops it.
 fn recurse(depth: u64) -> u64 {
-    if depth == 0 { 0 } else { recurse(black_box(depth - 1)).wrapping_mul(3).wrapping_add(depth) }
+    if depth == 0 {
+        0
+    } else {
+        recurse(black_box(depth - 1))
+            .wrapping_mul(3)
+            .wrapping_add(depth)
+    }
 }
 
 /// Big frames, which Rust keeps on its shadow stack in linear memory.
 fn recurse_big_frames(depth: u64) -> u64 {
     let frame = black_box([depth as u8; 512]);
-    if depth == 0 { 0 } else { recurse_big_frames(depth - 1) + u64::from(frame[(depth % 512) as usize]) }
+    if depth == 0 {
+        0
+    } else {
+        recurse_big_frames(depth - 1) + u64::from(frame[(depth % 512) as usize])
+    }
 }
 
 impl Guest for Testbed {
@@ -132,7 +144,16 @@ impl Guest for Testbed {
         panic!("{message}");
     }
 
-    fn echo_ints(a: i8, b: u8, c: i16, d: u16, e: i32, f: u32, g: i64, h: u64) -> (i8, u8, i16, u16, i32, u32, i64, u64) {
+    fn echo_ints(
+        a: i8,
+        b: u8,
+        c: i16,
+        d: u16,
+        e: i32,
+        f: u32,
+        g: i64,
+        h: u64,
+    ) -> (i8, u8, i16, u16, i32, u32, i64, u64) {
         (a, b, c, d, e, f, g, h)
     }
 

@@ -2,6 +2,8 @@
 //!
 //! Files are streamed line by line, so a multi-gigabyte log costs time but
 //! not memory; every result is capped and says how to get the rest.
+// The generated export shims take one argument per flattened parameter.
+#![allow(clippy::too_many_arguments)]
 
 use std::collections::VecDeque;
 use std::fs::File;
@@ -39,7 +41,11 @@ impl Guest for Text {
         Ok(LineCount { path, lines, bytes })
     }
 
-    fn read_lines(path: String, start: Option<u32>, count: Option<u32>) -> Result<LinesPage, String> {
+    fn read_lines(
+        path: String,
+        start: Option<u32>,
+        count: Option<u32>,
+    ) -> Result<LinesPage, String> {
         let start = start.unwrap_or(1).max(1);
         let count = bounded(count, 100, MAX_LINES);
         let mut lines = Vec::new();
@@ -50,10 +56,15 @@ impl Guest for Text {
                 lines.push(line(number, text));
             }
         })?;
-        let last_returned = lines.last().map(|l| l.number).unwrap_or(start.saturating_sub(1));
+        let last_returned = lines
+            .last()
+            .map(|l| l.number)
+            .unwrap_or(start.saturating_sub(1));
         let next_start = (last_returned < total && !lines.is_empty()).then_some(last_returned + 1);
         let note = if start > total {
-            Some(format!("the file has only {total} lines; start at 1 to {total}"))
+            Some(format!(
+                "the file has only {total} lines; start at 1 to {total}"
+            ))
         } else {
             next_start.map(|next| {
                 format!(
@@ -61,7 +72,13 @@ impl Guest for Text {
                 )
             })
         };
-        Ok(LinesPage { path, lines, total_lines: total, next_start, note })
+        Ok(LinesPage {
+            path,
+            lines,
+            total_lines: total,
+            next_start,
+            note,
+        })
     }
 
     fn grep(
@@ -120,7 +137,13 @@ impl Guest for Text {
                 matches.len()
             )
         });
-        Ok(GrepResult { path, matches, total_matches: total, truncated, note })
+        Ok(GrepResult {
+            path,
+            matches,
+            total_matches: total,
+            truncated,
+            note,
+        })
     }
 
     fn tail(path: String, lines: Option<u32>) -> Result<TailResult, String> {
@@ -134,7 +157,11 @@ impl Guest for Text {
             }
             ring.push_back(line(number, text));
         })?;
-        Ok(TailResult { path, lines: ring.into(), total_lines: total })
+        Ok(TailResult {
+            path,
+            lines: ring.into(),
+            total_lines: total,
+        })
     }
 }
 
@@ -151,7 +178,9 @@ fn for_each_line(path: &str, mut f: impl FnMut(u32, &str)) -> Result<(), String>
     let mut number = 0u32;
     loop {
         buf.clear();
-        let n = reader.read_until(b'\n', &mut buf).map_err(|e| file_error(path, &e))?;
+        let n = reader
+            .read_until(b'\n', &mut buf)
+            .map_err(|e| file_error(path, &e))?;
         if n == 0 {
             return Ok(());
         }
@@ -164,7 +193,10 @@ fn for_each_line(path: &str, mut f: impl FnMut(u32, &str)) -> Result<(), String>
 }
 
 fn line(number: u32, text: &str) -> Line {
-    Line { number, text: clip(text, MAX_LINE_CHARS) }
+    Line {
+        number,
+        text: clip(text, MAX_LINE_CHARS),
+    }
 }
 
 export!(Text);

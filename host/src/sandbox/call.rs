@@ -56,13 +56,14 @@ pub(crate) async fn call_function(
     grants: &Grants,
     limits: &Limits,
 ) -> Result<CallOutcome, SandboxError> {
-    let func = component
-        .exports
-        .function(function)
-        .ok_or_else(|| SandboxError::NoSuchFunction {
-            name: function.to_string(),
-            available: component.exports.names().join(", "),
-        })?;
+    let func =
+        component
+            .exports
+            .function(function)
+            .ok_or_else(|| SandboxError::NoSuchFunction {
+                name: function.to_string(),
+                available: component.exports.names().join(", "),
+            })?;
     // Validation happens here, before any guest code runs.
     let params = args_from_json(&func.params, args)?;
 
@@ -119,8 +120,8 @@ pub(crate) async fn run_command(
                 .into(),
         ));
     }
-    let command = CommandPre::new(component.pre.clone())
-        .map_err(|e| SandboxError::Load(root_message(&e)))?;
+    let command =
+        CommandPre::new(component.pre.clone()).map_err(|e| SandboxError::Load(root_message(&e)))?;
     let mut io = CallIo::new(limits);
     io.args = argv;
     io.stdin = stdin;
@@ -239,11 +240,7 @@ fn stderr_tail(io: &CallIo) -> String {
     if text.is_empty() {
         return String::new();
     }
-    let start = text
-        .char_indices()
-        .rev()
-        .nth(MAX)
-        .map_or(0, |(i, _)| i);
+    let start = text.char_indices().rev().nth(MAX).map_or(0, |(i, _)| i);
     format!(" The tool's last words on stderr: {}", &text[start..])
 }
 

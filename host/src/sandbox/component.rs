@@ -45,8 +45,12 @@ impl DiskCache {
     pub fn default_location() -> Option<Self> {
         let dir = std::env::var_os("SKILLBOX_CACHE_DIR")
             .map(PathBuf::from)
-            .or_else(|| std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("skillbox")))
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/skillbox")))?;
+            .or_else(|| {
+                std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("skillbox"))
+            })
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/skillbox"))
+            })?;
         Some(DiskCache::new(dir.join("components")))
     }
 

@@ -16,8 +16,9 @@ mod output;
 mod store;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
 
 use serde_json::Value;
 use tokio::sync::Semaphore;
@@ -27,7 +28,9 @@ pub use component::{CompileOrigin, DiskCache, LoadedComponent};
 pub use engine::{EPOCH_TICK, EngineOptions, MAX_MEMORY_BYTES, POOL_INSTANCES};
 pub use error::SandboxError;
 pub use grants::{Grants, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT, WorkspaceGrant};
-pub use limits::{DEFAULT_FUEL, DEFAULT_MEMORY_BYTES, DEFAULT_OUTPUT_BYTES, Limits, MIB, SideEffect};
+pub use limits::{
+    DEFAULT_FUEL, DEFAULT_MEMORY_BYTES, DEFAULT_OUTPUT_BYTES, Limits, MIB, SideEffect,
+};
 pub use output::{CappedPipe, OutputOverflow};
 
 use engine::SandboxEngine;
@@ -41,8 +44,17 @@ pub const MAX_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
 pub struct Sandbox {
     engine: SandboxEngine,
     cache: Option<DiskCache>,
-    loaded: Mutex<HashMap<String, Arc<LoadedComponent>>>,
+    loaded: Mutex<Loaded>,
     slots: Semaphore,
+}
+
+/// Components loaded by this process, by content digest and by file.
+#[derive(Default)]
+struct Loaded {
+    by_digest: HashMap<String, Arc<LoadedComponent>>,
+    /// A file whose size and modification time are unchanged is not read
+    /// or hashed again.
+    by_file: HashMap<PathBuf, (u64, Option<SystemTime>, Arc<LoadedComponent>)>,
 }
 
 impl Sandbox {
@@ -55,7 +67,7 @@ impl Sandbox {
         Ok(Sandbox {
             engine: SandboxEngine::new(options)?,
             cache,
-            loaded: Mutex::new(HashMap::new()),
+            loaded: Mutex::new(Loaded::default()),
             slots: Semaphore::new(POOL_INSTANCES as usize),
         })
     }
@@ -66,8 +78,25 @@ impl Sandbox {
 
     /// Loads a component file; the same bytes are compiled once per process.
     pub fn load_file(&self, path: &Path) -> Result<Arc<LoadedComponent>, SandboxError> {
-        let bytes = read_component(path)?;
-        self.load_bytes(&bytes)
+        let meta = component_metadata(path)?;
+        let stamp = (meta.len(), meta.modified().ok());
+        if let Some((len, mtime, hit)) = self.lock_loaded().by_file.get(path)
+            && (*len, *mtime) == stamp
+        {
+            return Ok(hit.clone());
+        }
+        let bytes = std::fs::read(path).map_err(|e| {
+            SandboxError::Load(format!(
+                "cannot read `{}`: {}",
+                file_name(path),
+                io_reason(&e)
+            ))
+        })?;
+        let loaded = self.load_bytes(&bytes)?;
+        self.lock_loaded()
+            .by_file
+            .insert(path.to_path_buf(), (stamp.0, stamp.1, loaded.clone()));
+        Ok(loaded)
     }
 
     /// Loads a component from memory; the same bytes are compiled once per
@@ -75,7 +104,7 @@ impl Sandbox {
     pub fn load_bytes(&self, bytes: &[u8]) -> Result<Arc<LoadedComponent>, SandboxError> {
         use sha2::Digest;
         let key = component::hex(&sha2::Sha256::digest(bytes));
-        if let Some(hit) = self.lock_loaded().get(&key) {
+        if let Some(hit) = self.lock_loaded().by_digest.get(&key) {
             return Ok(hit.clone());
         }
         let loaded = Arc::new(component::load_component(
@@ -84,7 +113,7 @@ impl Sandbox {
             bytes,
             self.cache.as_ref(),
         )?);
-        self.lock_loaded().insert(key, loaded.clone());
+        self.lock_loaded().by_digest.insert(key, loaded.clone());
         Ok(loaded)
     }
 
@@ -122,19 +151,16 @@ impl Sandbox {
             .map_err(|_| SandboxError::Host("the sandbox is shutting down".into()))
     }
 
-    fn lock_loaded(&self) -> std::sync::MutexGuard<'_, HashMap<String, Arc<LoadedComponent>>> {
+    fn lock_loaded(&self) -> std::sync::MutexGuard<'_, Loaded> {
         self.loaded.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
-fn read_component(path: &Path) -> Result<Vec<u8>, SandboxError> {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let meta = std::fs::metadata(path).map_err(|e| {
-        SandboxError::Load(format!("cannot read `{name}`: {}", io_reason(&e)))
-    })?;
+/// Checks that `path` is a component-sized file, before reading it whole.
+fn component_metadata(path: &Path) -> Result<std::fs::Metadata, SandboxError> {
+    let name = file_name(path);
+    let meta = std::fs::metadata(path)
+        .map_err(|e| SandboxError::Load(format!("cannot read `{name}`: {}", io_reason(&e))))?;
     if !meta.is_file() {
         return Err(SandboxError::Load(format!("`{name}` is not a file")));
     }
@@ -145,8 +171,14 @@ fn read_component(path: &Path) -> Result<Vec<u8>, SandboxError> {
             MAX_COMPONENT_BYTES / MIB as u64
         )));
     }
-    std::fs::read(path)
-        .map_err(|e| SandboxError::Load(format!("cannot read `{name}`: {}", io_reason(&e))))
+    Ok(meta)
+}
+
+/// The file's own name: errors name the file, never the host folder.
+fn file_name(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
 }
 
 /// An I/O error's kind in words, without the OS's path-bearing message.

@@ -7,7 +7,12 @@ use serde_json::{Value, json};
 use super::*;
 
 fn rec(fields: &[(&str, WitType)]) -> WitType {
-    WitType::Record(fields.iter().map(|(n, t)| (n.to_string(), t.clone())).collect())
+    WitType::Record(
+        fields
+            .iter()
+            .map(|(n, t)| (n.to_string(), t.clone()))
+            .collect(),
+    )
 }
 
 fn opt(t: WitType) -> WitType {
@@ -127,7 +132,10 @@ fn enums_flags_variants_results() {
         ]})
     );
     assert_eq!(
-        schema_for(&WitType::Result { ok: None, err: Some(Box::new(WitType::String)) }),
+        schema_for(&WitType::Result {
+            ok: None,
+            err: Some(Box::new(WitType::String))
+        }),
         json!({"oneOf": [
             {"type": "object", "properties": {"ok": {"type": "null"}},
              "required": ["ok"], "additionalProperties": false},
@@ -152,7 +160,9 @@ fn params_schema_is_an_object_of_parameters() {
 // ------------------------------------------------------------- validation
 
 fn params(list: &[(&str, WitType)]) -> Vec<(String, WitType)> {
-    list.iter().map(|(n, t)| (n.to_string(), t.clone())).collect()
+    list.iter()
+        .map(|(n, t)| (n.to_string(), t.clone()))
+        .collect()
 }
 
 fn arg_error(list: &[(&str, WitType)], args: Value) -> String {
@@ -164,7 +174,8 @@ fn arg_error(list: &[(&str, WitType)], args: Value) -> String {
 #[test]
 fn every_validation_rule_names_the_argument_and_the_rule() {
     let metric = WitType::Enum(names(&["request_count", "error_rate", "p95_latency"]));
-    let cases: Vec<(Vec<(&str, WitType)>, Value, &str)> = vec![
+    type Case<'a> = (Vec<(&'a str, WitType)>, Value, &'a str);
+    let cases: Vec<Case> = vec![
         (
             vec![("metric", metric)],
             json!({"metric": "latency"}),
@@ -261,27 +272,57 @@ fn every_validation_rule_names_the_argument_and_the_rule() {
             "`f[1]` repeats the flag \"read\"; each flag may appear once",
         ),
         (
-            vec![("s", WitType::Variant(vec![("circle".into(), Some(WitType::F64)), ("empty".into(), None)]))],
+            vec![(
+                "s",
+                WitType::Variant(vec![
+                    ("circle".into(), Some(WitType::F64)),
+                    ("empty".into(), None),
+                ]),
+            )],
             json!({"s": "square"}),
             "`s` must be one of the cases circle, empty; got \"square\"",
         ),
         (
-            vec![("s", WitType::Variant(vec![("circle".into(), Some(WitType::F64)), ("empty".into(), None)]))],
+            vec![(
+                "s",
+                WitType::Variant(vec![
+                    ("circle".into(), Some(WitType::F64)),
+                    ("empty".into(), None),
+                ]),
+            )],
             json!({"s": "circle"}),
             "`s` case \"circle\" carries a f64; send {\"circle\": value}",
         ),
         (
-            vec![("s", WitType::Variant(vec![("circle".into(), Some(WitType::F64)), ("empty".into(), None)]))],
+            vec![(
+                "s",
+                WitType::Variant(vec![
+                    ("circle".into(), Some(WitType::F64)),
+                    ("empty".into(), None),
+                ]),
+            )],
             json!({"s": {"empty": 3}}),
             "`s.empty` carries no value; send just \"empty\"",
         ),
         (
-            vec![("r", WitType::Result { ok: Some(Box::new(WitType::U8)), err: None })],
+            vec![(
+                "r",
+                WitType::Result {
+                    ok: Some(Box::new(WitType::U8)),
+                    err: None,
+                },
+            )],
             json!({"r": {"value": 1}}),
             "`r` must be {\"ok\": …} or {\"err\": …}; got key \"value\"",
         ),
         (
-            vec![("r", WitType::Result { ok: Some(Box::new(WitType::U8)), err: None })],
+            vec![(
+                "r",
+                WitType::Result {
+                    ok: Some(Box::new(WitType::U8)),
+                    err: None,
+                },
+            )],
             json!({"r": {"err": "x"}}),
             "`r.err` carries no value and must be null; got the string \"x\"",
         ),
@@ -299,7 +340,10 @@ fn every_validation_rule_names_the_argument_and_the_rule() {
 #[test]
 fn arguments_must_be_an_object() {
     let err = arg_error(&[("path", WitType::String)], json!(["a"]));
-    assert_eq!(err, "`arguments` must be a JSON object; got an array of 1 items");
+    assert_eq!(
+        err,
+        "`arguments` must be a JSON object; got an array of 1 items"
+    );
 }
 
 #[test]
@@ -352,17 +396,26 @@ fn arb_type() -> impl Strategy<Value = WitType> {
             inner.clone().prop_map(|t| WitType::List(Box::new(t))),
             (inner.clone(), 0u32..4).prop_map(|(t, n)| WitType::FixedList(Box::new(t), n)),
             prop::collection::vec(inner.clone(), 0..4).prop_map(|ts| WitType::Record(
-                ts.into_iter().enumerate().map(|(i, t)| (format!("field{i}"), t)).collect()
+                ts.into_iter()
+                    .enumerate()
+                    .map(|(i, t)| (format!("field{i}"), t))
+                    .collect()
             )),
             prop::collection::vec(inner.clone(), 1..4).prop_map(WitType::Tuple),
             prop::collection::vec(prop::option::of(inner.clone()), 1..4).prop_map(|cs| {
                 WitType::Variant(
-                    cs.into_iter().enumerate().map(|(i, t)| (format!("case{i}"), t)).collect(),
+                    cs.into_iter()
+                        .enumerate()
+                        .map(|(i, t)| (format!("case{i}"), t))
+                        .collect(),
                 )
             }),
             inner.clone().prop_map(|t| WitType::Option(Box::new(t))),
             (prop::option::of(inner.clone()), prop::option::of(inner)).prop_map(|(ok, err)| {
-                WitType::Result { ok: ok.map(Box::new), err: err.map(Box::new) }
+                WitType::Result {
+                    ok: ok.map(Box::new),
+                    err: err.map(Box::new),
+                }
             }),
         ]
     })
@@ -380,15 +433,23 @@ fn arb_json(ty: &WitType) -> BoxedStrategy<Value> {
         WitType::U32 => any::<u32>().prop_map(Value::from).boxed(),
         WitType::S64 => any::<i64>().prop_map(Value::from).boxed(),
         WitType::U64 => any::<u64>().prop_map(Value::from).boxed(),
-        WitType::F32 => prop::num::f32::NORMAL.prop_map(|f| Value::from(f64::from(f))).boxed(),
-        WitType::F64 => prop::num::f64::NORMAL.prop_map(Value::from).boxed(),
-        WitType::Char => any::<char>().prop_map(|c| Value::from(c.to_string())).boxed(),
-        WitType::String => ".{0,12}".prop_map(Value::from).boxed(),
-        WitType::Enum(names) => prop::sample::select(names.clone()).prop_map(Value::from).boxed(),
-        WitType::Flags(names) => prop::sample::subsequence(names.clone(), 0..=names.len())
-            .prop_map(|s| Value::from(s))
+        WitType::F32 => prop::num::f32::NORMAL
+            .prop_map(|f| Value::from(f64::from(f)))
             .boxed(),
-        WitType::List(t) => prop::collection::vec(arb_json(t), 0..4).prop_map(Value::from).boxed(),
+        WitType::F64 => prop::num::f64::NORMAL.prop_map(Value::from).boxed(),
+        WitType::Char => any::<char>()
+            .prop_map(|c| Value::from(c.to_string()))
+            .boxed(),
+        WitType::String => ".{0,12}".prop_map(Value::from).boxed(),
+        WitType::Enum(names) => prop::sample::select(names.clone())
+            .prop_map(Value::from)
+            .boxed(),
+        WitType::Flags(names) => prop::sample::subsequence(names.clone(), 0..=names.len())
+            .prop_map(Value::from)
+            .boxed(),
+        WitType::List(t) => prop::collection::vec(arb_json(t), 0..4)
+            .prop_map(Value::from)
+            .boxed(),
         WitType::FixedList(t, n) => prop::collection::vec(arb_json(t), *n as usize)
             .prop_map(Value::from)
             .boxed(),
@@ -414,7 +475,9 @@ fn arb_json(ty: &WitType) -> BoxedStrategy<Value> {
                     let name = name.clone();
                     match t {
                         None => Just(Value::from(name)).boxed(),
-                        Some(t) => arb_json(t).prop_map(move |v| json!({ name.clone(): v })).boxed(),
+                        Some(t) => arb_json(t)
+                            .prop_map(move |v| json!({ name.clone(): v }))
+                            .boxed(),
                     }
                 })
                 .collect();

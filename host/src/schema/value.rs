@@ -147,7 +147,9 @@ pub fn from_json(path: &str, ty: &WitType, json: &Value) -> Result<Val, ArgError
             } else {
                 json
             };
-            Ok(Val::Option(Some(Box::new(from_json(path, inner, payload)?))))
+            Ok(Val::Option(Some(Box::new(from_json(
+                path, inner, payload,
+            )?))))
         }
         WitType::Result { ok, err } => {
             let (key, payload) = single_key(path, json, &["ok", "err"])?;
@@ -158,7 +160,10 @@ pub fn from_json(path: &str, ty: &WitType, json: &Value) -> Result<Val, ArgError
                 None => {
                     return Err(ArgError::new(
                         &field_path(path, key),
-                        format!("carries no value and must be null; got {}", kind_of(payload)),
+                        format!(
+                            "carries no value and must be null; got {}",
+                            kind_of(payload)
+                        ),
                     ));
                 }
             };
@@ -226,7 +231,10 @@ pub fn to_json(ty: &WitType, val: &Val) -> Value {
             Value::Array(types.iter().zip(vs).map(|(t, v)| to_json(t, v)).collect())
         }
         (WitType::Variant(cases), Val::Variant(name, payload)) => {
-            let case_ty = cases.iter().find(|(n, _)| n == name).and_then(|(_, t)| t.as_ref());
+            let case_ty = cases
+                .iter()
+                .find(|(n, _)| n == name)
+                .and_then(|(_, t)| t.as_ref());
             match (case_ty, payload) {
                 (Some(t), Some(v)) => single_key_value(name, to_json(t, v)),
                 _ => Value::String(name.clone()),
@@ -264,10 +272,7 @@ fn record_from_json<'a>(
     fields: &[(&'a str, &WitType)],
     object: &Map<String, Value>,
 ) -> Result<Vec<(&'a str, Val)>, ArgError> {
-    if let Some(unknown) = object
-        .keys()
-        .find(|k| !fields.iter().any(|(n, _)| n == k))
-    {
+    if let Some(unknown) = object.keys().find(|k| !fields.iter().any(|(n, _)| n == k)) {
         let known: Vec<&str> = fields.iter().map(|(n, _)| *n).collect();
         let allowed = if known.is_empty() {
             "none".to_string()
@@ -310,12 +315,22 @@ fn variant_from_json(
             let (k, v) = single_key(path, json, &names)?;
             (k, Some(v))
         }
-        other => return Err(expected(path, "a case name or a {\"case\": value} object", other)),
+        other => {
+            return Err(expected(
+                path,
+                "a case name or a {\"case\": value} object",
+                other,
+            ));
+        }
     };
     let Some((_, case_ty)) = cases.iter().find(|(n, _)| n == name) else {
         return Err(ArgError::new(
             path,
-            format!("must be one of the cases {}; got {}", names.join(", "), quote(name)),
+            format!(
+                "must be one of the cases {}; got {}",
+                names.join(", "),
+                quote(name)
+            ),
         ));
     };
     let p = field_path(path, name);
@@ -373,7 +388,10 @@ fn integer_from_json(
     if n < min || n > max {
         return Err(ArgError::new(
             path,
-            format!("must be between {min} and {max} ({}); got {n}", ty.describe()),
+            format!(
+                "must be between {min} and {max} ({}); got {n}",
+                ty.describe()
+            ),
         ));
     }
     Ok(match ty {
@@ -437,7 +455,10 @@ fn single_key<'v>(
         }
         Value::Object(map) => Err(ArgError::new(
             path,
-            format!("must be {shape} with exactly one key; got {} keys", map.len()),
+            format!(
+                "must be {shape} with exactly one key; got {} keys",
+                map.len()
+            ),
         )),
         other => Err(expected(path, &shape, other)),
     }
@@ -454,7 +475,8 @@ fn number(path: &str, json: &Value) -> Result<f64, ArgError> {
 }
 
 fn string<'v>(path: &str, json: &'v Value) -> Result<&'v str, ArgError> {
-    json.as_str().ok_or_else(|| expected(path, "a string", json))
+    json.as_str()
+        .ok_or_else(|| expected(path, "a string", json))
 }
 
 fn expected(path: &str, what: &str, got: &Value) -> ArgError {
