@@ -9,3 +9,4 @@ pub mod bench;
 pub mod cli;
 pub mod sandbox;
 pub mod schema;
+pub mod skill;

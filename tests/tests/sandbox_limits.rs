@@ -375,9 +375,9 @@ fn the_disk_cache_serves_a_second_process() {
 #[test]
 fn bytes_that_are_not_a_component_get_a_clear_error() {
     let sb = sandbox();
-    let err = sb.load_bytes(b"hello").err().expect("refused");
+    let err = sb.load_bytes(b"hello").expect_err("refused");
     assert!(err.to_string().contains("not WebAssembly"), "{err}");
     // A core module (version 1, layer 0) is not a component.
-    let err = sb.load_bytes(b"\0asm\x01\0\0\0").err().expect("refused");
+    let err = sb.load_bytes(b"\0asm\x01\0\0\0").expect_err("refused");
     assert!(err.to_string().contains("core WebAssembly module"), "{err}");
 }

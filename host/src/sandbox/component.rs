@@ -21,6 +21,16 @@ pub struct LoadedComponent {
     pub origin: CompileOrigin,
 }
 
+impl std::fmt::Debug for LoadedComponent {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LoadedComponent")
+            .field("digest", &self.digest)
+            .field("functions", &self.exports.names())
+            .field("origin", &self.origin)
+            .finish_non_exhaustive()
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CompileOrigin {
     Compiled,
@@ -123,23 +133,27 @@ pub(crate) fn load_component(
 }
 
 fn compile(engine: &Engine, bytes: &[u8]) -> Result<Component, SandboxError> {
-    if !bytes.starts_with(b"\0asm") {
-        return Err(SandboxError::Load(
-            "the file is not WebAssembly (no \\0asm header); build the tool with \
-             `cargo build --target wasm32-wasip2`"
-                .into(),
-        ));
-    }
-    // Byte 4..8 hold the version and layer; layer 1 is a component.
-    if bytes.len() >= 8 && bytes[6..8] == [0, 0] {
-        return Err(SandboxError::Load(
-            "the file is a core WebAssembly module, not a component; build it for \
-             wasm32-wasip2 or wrap it with `wasm-tools component new`"
-                .into(),
-        ));
+    if let Some(problem) = header_problem(bytes) {
+        return Err(SandboxError::Load(format!("the file {problem}")));
     }
     Component::from_binary(engine, bytes)
         .map_err(|e| SandboxError::Load(format!("it does not compile: {}", root_message(&e))))
+}
+
+/// Why `bytes` cannot be a WebAssembly component, judged from its
+/// header alone (cheap enough for catalog checks), if it cannot.
+pub fn header_problem(bytes: &[u8]) -> Option<&'static str> {
+    if !bytes.starts_with(b"\0asm") || bytes.len() < 8 {
+        Some(
+            "is not WebAssembly (no \\0asm header); build the tool with `cargo build --target wasm32-wasip2`",
+        )
+    } else if bytes[6..8] != [1, 0] {
+        Some(
+            "is a core WebAssembly module, not a component; build it for wasm32-wasip2 or wrap it with `wasm-tools component new`",
+        )
+    } else {
+        None
+    }
 }
 
 fn describe_link_error(e: &wasmtime::Error) -> String {

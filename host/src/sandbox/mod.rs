@@ -24,7 +24,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 pub use call::{CallOutcome, ScriptOutcome, Usage};
-pub use component::{CompileOrigin, DiskCache, LoadedComponent};
+pub use component::{CompileOrigin, DiskCache, LoadedComponent, header_problem};
 pub use engine::{EPOCH_TICK, EngineOptions, MAX_MEMORY_BYTES, POOL_INSTANCES};
 pub use error::SandboxError;
 pub use grants::{Grants, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT, WorkspaceGrant};

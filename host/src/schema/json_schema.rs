@@ -72,6 +72,15 @@ pub fn schema_for(ty: &WitType) -> Value {
     }
 }
 
+/// The schema of what a successful call returns: a top-level `result`'s
+/// ok type (its err type is reported as a tool error), or the type itself.
+pub fn output_schema(ty: &WitType) -> Value {
+    match ty {
+        WitType::Result { ok, .. } => ok.as_deref().map_or(json!({ "type": "null" }), schema_for),
+        other => schema_for(other),
+    }
+}
+
 /// The `inputSchema` of a function: an object of its named parameters.
 pub fn params_schema(params: &[(String, WitType)]) -> Value {
     object_schema(params.iter().map(|(n, t)| (n.as_str(), t)))

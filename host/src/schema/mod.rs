@@ -7,7 +7,7 @@ pub mod value;
 pub mod wit;
 
 pub use exports::{ComponentExports, ExportedFunction, SkippedExport, read_exports};
-pub use json_schema::{params_schema, schema_for};
+pub use json_schema::{output_schema, params_schema, schema_for};
 pub use value::{ArgError, args_from_json, from_json, to_json};
 pub use wit::{Unsupported, WitType};
 

@@ -1,0 +1,129 @@
+//! The `skillbox` command line.
+//!
+//! Exit codes: 0 success, 1 the tool, call or check failed, 2 usage error.
+//! A script run exits with the script's own code.
+
+mod flags;
+mod skills;
+mod tool;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use serde_json::Value;
+
+use crate::sandbox::SandboxError;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "skillbox",
+    version,
+    about = "Run Agent Skills and WebAssembly component tools in a capability-scoped sandbox",
+    after_help = "Every call runs in a fresh sandbox: no network, no environment, a private /tmp, \
+                  and the workspace only when you grant it with --workspace."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Call one tool: a skill's `SKILL__FUNCTION`, or a function of a bare
+    /// component with --component.
+    ///
+    /// Prints the result as JSON on stdout and exits 0. A tool error is
+    /// printed on stderr with exit code 1.
+    Call(tool::CallArgs),
+    /// Print the tools a component exports, with their JSON input schemas.
+    Inspect {
+        /// The component file (.wasm).
+        component: std::path::PathBuf,
+    },
+    /// Run a command component (wasi:cli/run) with arguments and stdin.
+    ///
+    /// Its stdout and stderr are printed as captured; skillbox exits with
+    /// the script's own exit code (WASI 0.2 reports failures as 1).
+    RunScript(tool::RunScriptArgs),
+    /// List, check and measure skills.
+    #[command(subcommand)]
+    Skills(skills::SkillsCommand),
+    /// Measure the fixed cost of a sandboxed call and of compiling.
+    Bench(crate::bench::BenchArgs),
+}
+
+/// An error at the command line's edge, mapped to an exit code.
+#[derive(Debug)]
+enum CliError {
+    /// Exit 2: the command line itself is wrong.
+    Usage(String),
+    /// Exit 1: the call ran (or tried to) and failed.
+    Sandbox(SandboxError),
+    Other(anyhow::Error),
+}
+
+impl From<SandboxError> for CliError {
+    fn from(e: SandboxError) -> Self {
+        CliError::Sandbox(e)
+    }
+}
+
+impl From<anyhow::Error> for CliError {
+    fn from(e: anyhow::Error) -> Self {
+        CliError::Other(e)
+    }
+}
+
+pub fn main() -> ExitCode {
+    init_logging();
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(CliError::Usage(msg)) => {
+            eprintln!("error: {msg}");
+            ExitCode::from(2)
+        }
+        Err(CliError::Sandbox(e)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+        Err(CliError::Other(e)) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("SKILLBOX_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn run(cli: Cli) -> Result<ExitCode, CliError> {
+    match cli.command {
+        Command::Call(args) => tool::call(args),
+        Command::Inspect { component } => tool::inspect(&component),
+        Command::RunScript(args) => tool::run_script(args),
+        Command::Skills(command) => skills::run(command),
+        Command::Bench(args) => crate::bench::run(args).map_err(CliError::Other),
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| CliError::Other(e.into()))
+}
+
+fn print_json(value: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())
+    );
+}

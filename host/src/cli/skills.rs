@@ -1,0 +1,337 @@
+//! `skills list`, `skills check` and `skills tokens`.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Subcommand;
+use serde_json::{Value, json};
+
+use super::flags::SourceFlags;
+use super::{CliError, print_json};
+use crate::sandbox::Sandbox;
+use crate::skill::diagnostic::{Diagnostic, has_errors};
+use crate::skill::source::{Source, SourceKind};
+use crate::skill::{Catalog, Skill, discover, model, tokens, tools};
+
+#[derive(Subcommand, Debug)]
+pub enum SkillsCommand {
+    /// List the skills found in every source, then the diagnostics.
+    List {
+        #[command(flatten)]
+        sources: SourceFlags,
+        /// Print JSON on stdout instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate skill folders, as authors and CI would.
+    ///
+    /// Prints `path:line: severity: rule: message` per finding; exits 0 when
+    /// every skill is valid, 1 when any is not, 2 on a usage error.
+    Check {
+        /// Skill folders, or folders of skills.
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+        /// Print JSON on stdout instead of lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show the token cost of each skill: catalog (always resident), tool
+    /// definitions, and body (on activation), counted with o200k_base.
+    Tokens {
+        #[command(flatten)]
+        sources: SourceFlags,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+pub fn run(command: SkillsCommand) -> Result<ExitCode, CliError> {
+    match command {
+        SkillsCommand::List { sources, json } => list(&sources, json),
+        SkillsCommand::Check { paths, json } => check(&paths, json),
+        SkillsCommand::Tokens { sources, json } => token_report(&sources, json),
+    }
+}
+
+/// The catalog line a model sees for a skill before activating it.
+pub fn catalog_entry(skill: &Skill) -> String {
+    format!("- {}: {}", skill.name(), skill.meta.description)
+}
+
+fn tool_count(skill: &Skill) -> String {
+    match &skill.manifest {
+        None => "0".into(),
+        Some(m) if m.tools.iter().any(|t| t.functions.is_empty()) => "all".into(),
+        Some(m) => m
+            .tools
+            .iter()
+            .map(|t| t.functions.len())
+            .sum::<usize>()
+            .to_string(),
+    }
+}
+
+fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
+    let catalog = Catalog::build(&sources.options());
+    if as_json {
+        let skills: Vec<Value> = catalog
+            .skills()
+            .map(|s| {
+                json!({
+                    "name": s.name(),
+                    "description": s.meta.description,
+                    "source": s.source.as_str(),
+                    "trusted": s.trusted,
+                    "path": s.dir,
+                    "digest": s.digest,
+                    "components": s.components.iter().map(|(p, d)| json!({"path": p, "digest": d})).collect::<Vec<_>>(),
+                    "tools": tool_count(s),
+                    "scripts": s.script_names(),
+                    "tier1_tokens": tokens::count(&catalog_entry(s)),
+                    "model_invocable": s.model_invocable(),
+                    "user_invocable": s.user_invocable(),
+                })
+            })
+            .collect();
+        print_json(&json!({
+            "skills": skills,
+            "untrusted": catalog.untrusted(),
+            "diagnostics": catalog.diagnostics(),
+        }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let rows: Vec<[String; 7]> = catalog
+        .skills()
+        .map(|s| {
+            let warned = catalog
+                .diagnostics()
+                .iter()
+                .any(|d| d.path.starts_with(&s.dir));
+            [
+                s.name().to_string(),
+                s.source.as_str().to_string(),
+                if s.trusted { "trusted" } else { "untrusted" }.to_string(),
+                tool_count(s),
+                s.script_names().len().to_string(),
+                tokens::count(&catalog_entry(s)).to_string(),
+                if warned { "warnings" } else { "ok" }.to_string(),
+            ]
+        })
+        .collect();
+    print_table(
+        &[
+            "NAME", "SOURCE", "TRUST", "TOOLS", "SCRIPTS", "TIER-1", "STATUS",
+        ],
+        &rows,
+    );
+    if catalog.is_empty() {
+        println!("(no skills found; add some with --skills DIR)");
+    }
+    if !catalog.diagnostics().is_empty() {
+        println!();
+        for d in catalog.diagnostics() {
+            println!("{d}");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Left-aligned columns sized to their widest cell.
+fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
+    let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let line = |cells: Vec<&str>| {
+        let text: Vec<String> = cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{c:<w$}"))
+            .collect();
+        println!("{}", text.join("  ").trim_end());
+    };
+    line(header.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+}
+
+/// Every skill folder named by `paths`: a folder with SKILL.md is one
+/// skill; any other folder is searched for skills.
+fn skill_folders(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<Diagnostic>), CliError> {
+    let mut folders = Vec::new();
+    let mut diags = Vec::new();
+    for path in paths {
+        if !path.is_dir() {
+            return Err(CliError::Usage(format!("{}: not a folder", path.display())));
+        }
+        if path.join("SKILL.md").is_file() {
+            folders.push(path.clone());
+        } else {
+            let (found, d) = discover::skill_dirs(path);
+            if found.is_empty() {
+                diags.push(Diagnostic::error(
+                    path,
+                    "skill-missing",
+                    "no SKILL.md here or in its subfolders",
+                ));
+            }
+            folders.extend(found);
+            diags.extend(d);
+        }
+    }
+    Ok((folders, diags))
+}
+
+/// Checks one folder fully: the frontmatter and manifest rules, then the
+/// manifest against the components' own types, then token budgets.
+pub fn check_folder(dir: &Path, sandbox: &Sandbox) -> Vec<Diagnostic> {
+    let source = Source {
+        kind: SourceKind::Explicit,
+        root: dir.parent().unwrap_or(dir).to_path_buf(),
+        trusted: true,
+    };
+    let (skill, mut diags) = model::load(dir, &source);
+    if let Some(skill) = skill {
+        let (_, tool_diags) = tools::resolve(&skill, sandbox);
+        diags.extend(tool_diags);
+        let skill_md = dir.join(model::SKILL_FILE);
+        let body_tokens = tokens::count(&skill.body);
+        if body_tokens > tokens::BODY_TOKEN_WARNING {
+            diags.push(
+                Diagnostic::warning(&skill_md, "body-tokens", format!(
+                    "the body is {body_tokens} tokens (over {}); move detail into references/ so activation stays cheap",
+                    tokens::BODY_TOKEN_WARNING
+                ))
+                .at_line(Some(skill.body_line)),
+            );
+        }
+        if let Some(problem) = tokens::description_problem(&skill.meta.description) {
+            diags.push(Diagnostic::warning(
+                &skill_md,
+                "description-quality",
+                problem,
+            ));
+        }
+    }
+    diags.sort();
+    diags.dedup();
+    diags
+}
+
+fn check(paths: &[PathBuf], as_json: bool) -> Result<ExitCode, CliError> {
+    let (folders, mut all) = skill_folders(paths)?;
+    let sandbox = Sandbox::new()?;
+    let mut results = Vec::new();
+    for dir in &folders {
+        let diags = check_folder(dir, &sandbox);
+        results.push((dir.clone(), !has_errors(&diags)));
+        all.extend(diags);
+    }
+    if as_json {
+        print_json(&json!({
+            "skills": results.iter().map(|(p, ok)| json!({"path": p, "valid": ok})).collect::<Vec<_>>(),
+            "diagnostics": all,
+        }));
+    } else {
+        for d in &all {
+            println!("{d}");
+        }
+        let invalid = results.iter().filter(|(_, ok)| !ok).count();
+        eprintln!(
+            "checked {} skill(s): {} valid, {invalid} invalid",
+            results.len(),
+            results.len() - invalid
+        );
+    }
+    Ok(if has_errors(&all) {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+fn token_report(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
+    let catalog = Catalog::build(&sources.options());
+    let sandbox = Sandbox::new()?;
+    let mut rows = Vec::new();
+    let mut warnings = Vec::new();
+    let (mut total_tier1, mut total_tools, mut total_body) = (0, 0, 0);
+    let mut per_skill = Vec::new();
+    for skill in catalog.skills() {
+        let tier1 = if skill.model_invocable() {
+            tokens::count(&catalog_entry(skill))
+        } else {
+            0
+        };
+        let (skill_tools, _) = tools::resolve(skill, &sandbox);
+        let tool_costs: Vec<(String, usize)> = skill_tools
+            .iter()
+            .map(|t| {
+                let definition = json!({"name": t.name, "description": t.description, "inputSchema": t.input_schema});
+                (t.name.clone(), tokens::count(&definition.to_string()))
+            })
+            .collect();
+        let tools_total: usize = tool_costs.iter().map(|(_, n)| n).sum();
+        let body = tokens::count(&skill.body);
+        if body > tokens::BODY_TOKEN_WARNING {
+            warnings.push(format!(
+                "{}: body is {body} tokens, over {}",
+                skill.name(),
+                tokens::BODY_TOKEN_WARNING
+            ));
+        }
+        if let Some(p) = tokens::description_problem(&skill.meta.description) {
+            warnings.push(format!("{}: {p}", skill.name()));
+        }
+        total_tier1 += tier1;
+        total_tools += tools_total;
+        total_body += body;
+        rows.push([
+            skill.name().to_string(),
+            tier1.to_string(),
+            format!("{tools_total} ({} tools)", tool_costs.len()),
+            body.to_string(),
+        ]);
+        per_skill.push(json!({
+            "name": skill.name(),
+            "tier1": tier1,
+            "tools": tool_costs.iter().map(|(n, c)| json!({"name": n, "tokens": c})).collect::<Vec<_>>(),
+            "tools_total": tools_total,
+            "body": body,
+        }));
+    }
+    if as_json {
+        print_json(&json!({
+            "tokenizer": "o200k_base",
+            "skills": per_skill,
+            "total": {"tier1": total_tier1, "tools": total_tools, "body": total_body},
+            "warnings": warnings,
+        }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    rows.push([
+        "TOTAL".to_string(),
+        total_tier1.to_string(),
+        total_tools.to_string(),
+        total_body.to_string(),
+    ]);
+    print_table(
+        &[
+            "SKILL",
+            "CATALOG (tier 1)",
+            "TOOL DEFINITIONS",
+            "BODY (tier 2)",
+        ],
+        &rows,
+    );
+    println!(
+        "\ntokens counted with o200k_base; the catalog is resident in every conversation, bodies only on activation"
+    );
+    for w in &warnings {
+        println!("warning: {w}");
+    }
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,120 @@
+//! The catalog: an immutable snapshot of every loaded skill, its source and
+//! digests, every diagnostic, and a name index.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::diagnostic::Diagnostic;
+use super::discover;
+use super::model::{self, Skill};
+use super::source::{Source, SourceOptions};
+
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    skills: BTreeMap<String, Arc<Skill>>,
+    diagnostics: Vec<Diagnostic>,
+    /// Skill folders found in untrusted sources and not loaded.
+    untrusted: Vec<PathBuf>,
+}
+
+impl Catalog {
+    /// Discovers and loads every source. Deterministic: the same folders
+    /// give the same catalog whatever order they were created in.
+    pub fn build(options: &SourceOptions) -> Catalog {
+        Catalog::from_sources(&options.sources())
+    }
+
+    pub fn from_sources(sources: &[Source]) -> Catalog {
+        let mut catalog = Catalog::default();
+        // Lowest precedence first, so a later source replaces an earlier one.
+        let mut ordered: Vec<&Source> = sources.iter().collect();
+        ordered.sort_by_key(|s| s.kind);
+        for source in ordered {
+            let (dirs, diags) = discover::skill_dirs(&source.root);
+            catalog.diagnostics.extend(diags);
+            for dir in dirs {
+                if !source.trusted {
+                    catalog.diagnostics.push(Diagnostic::warning(
+                        &dir,
+                        "untrusted-source",
+                        format!(
+                            "project skill not loaded: {} skills run only with --trust-project",
+                            source.kind.as_str()
+                        ),
+                    ));
+                    catalog.untrusted.push(dir);
+                    continue;
+                }
+                let (skill, diags) = model::load(&dir, source);
+                catalog.diagnostics.extend(diags);
+                if let Some(skill) = skill {
+                    catalog.insert(skill);
+                }
+            }
+        }
+        catalog.diagnostics.sort();
+        catalog.diagnostics.dedup();
+        catalog
+    }
+
+    fn insert(&mut self, skill: Skill) {
+        let name = skill.name().to_string();
+        if let Some(existing) = self.skills.get(&name) {
+            let (winner, loser) = if skill.source >= existing.source {
+                (&skill, existing.as_ref())
+            } else {
+                (existing.as_ref(), &skill)
+            };
+            self.diagnostics.push(Diagnostic::warning(
+                &loser.dir,
+                "name-collision",
+                format!(
+                    "skill `{name}` here ({}) is shadowed by {} ({}); precedence is explicit > project > user > system",
+                    loser.source.as_str(),
+                    winner.dir.display(),
+                    winner.source.as_str()
+                ),
+            ));
+            if skill.source < existing.source {
+                return;
+            }
+        }
+        self.skills.insert(name, Arc::new(skill));
+    }
+
+    pub fn get(&self, name: &str) -> Option<&Arc<Skill>> {
+        self.skills.get(name)
+    }
+
+    /// Every skill, sorted by name.
+    pub fn skills(&self) -> impl Iterator<Item = &Arc<Skill>> {
+        self.skills.values()
+    }
+
+    /// Skills the model may be offered (not `disable-model-invocation`).
+    pub fn model_visible(&self) -> impl Iterator<Item = &Arc<Skill>> {
+        self.skills().filter(|s| s.model_invocable())
+    }
+
+    /// Skills a user may invoke by name (not `user-invocable: false`).
+    pub fn user_visible(&self) -> impl Iterator<Item = &Arc<Skill>> {
+        self.skills().filter(|s| s.user_invocable())
+    }
+
+    pub fn diagnostics(&self) -> &[Diagnostic] {
+        &self.diagnostics
+    }
+
+    pub fn untrusted(&self) -> &[PathBuf] {
+        &self.untrusted
+    }
+
+    pub fn len(&self) -> usize {
+        self.skills.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.skills.is_empty()
+    }
+}

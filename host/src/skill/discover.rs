@@ -1,0 +1,122 @@
+//! Walking a source for skill folders: one folder per skill, found by a
+//! file named exactly `SKILL.md`.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use super::diagnostic::Diagnostic;
+
+/// Folders below a source root searched for skills.
+pub const MAX_DEPTH: usize = 6;
+/// Skills taken from one source.
+pub const MAX_SKILLS: usize = 1000;
+/// Directory entries examined in one source.
+pub const MAX_ENTRIES: usize = 50_000;
+
+const SKIPPED: [&str; 2] = ["node_modules", "target"];
+
+/// The skill folders under `root`, sorted, plus diagnostics about what was
+/// skipped. A root that is itself a skill folder yields just itself.
+pub fn skill_dirs(root: &Path) -> (Vec<PathBuf>, Vec<Diagnostic>) {
+    let mut walk = Walk {
+        root_canonical: std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf()),
+        found: Vec::new(),
+        diagnostics: Vec::new(),
+        visited: BTreeSet::new(),
+        entries: 0,
+    };
+    if !root.is_dir() {
+        walk.diagnostics.push(Diagnostic::error(
+            root,
+            "source-missing",
+            "this skills folder does not exist or is not a folder",
+        ));
+        return (walk.found, walk.diagnostics);
+    }
+    walk.visit(root, 0);
+    walk.found.sort();
+    (walk.found, walk.diagnostics)
+}
+
+struct Walk {
+    root_canonical: PathBuf,
+    found: Vec<PathBuf>,
+    diagnostics: Vec<Diagnostic>,
+    visited: BTreeSet<PathBuf>,
+    entries: usize,
+}
+
+impl Walk {
+    fn visit(&mut self, dir: &Path, depth: usize) {
+        let Ok(canonical) = std::fs::canonicalize(dir) else {
+            return;
+        };
+        if !self.visited.insert(canonical) {
+            return; // a symlink loop
+        }
+        if dir.join("SKILL.md").is_file() {
+            if self.found.len() >= MAX_SKILLS {
+                self.diagnostics.push(Diagnostic::warning(
+                    dir,
+                    "source-limit",
+                    format!("more than {MAX_SKILLS} skills in one source; the rest are skipped"),
+                ));
+                return;
+            }
+            self.found.push(dir.to_path_buf());
+            return;
+        }
+        if dir.join("skill.md").is_file() {
+            self.diagnostics.push(Diagnostic::warning(
+                dir.join("skill.md"),
+                "skill-file-name",
+                "found `skill.md`; the file must be named exactly `SKILL.md` to load",
+            ));
+        }
+        if depth >= MAX_DEPTH {
+            return;
+        }
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        let mut children: Vec<_> = entries.filter_map(Result::ok).collect();
+        children.sort_by_key(|e| e.file_name());
+        for child in children {
+            self.entries += 1;
+            if self.entries > MAX_ENTRIES {
+                self.diagnostics.push(Diagnostic::warning(
+                    dir,
+                    "source-limit",
+                    format!("more than {MAX_ENTRIES} entries in one source; the rest are skipped"),
+                ));
+                return;
+            }
+            let name = child.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with('.') || SKIPPED.contains(&name.as_ref()) {
+                continue;
+            }
+            let path = child.path();
+            let Ok(file_type) = child.file_type() else {
+                continue;
+            };
+            if file_type.is_symlink() {
+                match std::fs::canonicalize(&path) {
+                    Ok(target) if target.starts_with(&self.root_canonical) => {
+                        if target.is_dir() {
+                            self.visit(&path, depth + 1);
+                        }
+                    }
+                    Ok(_) => self.diagnostics.push(Diagnostic::warning(
+                        &path,
+                        "symlink-escape",
+                        "this symlink points outside its skills folder and is not followed",
+                    )),
+                    Err(_) => {}
+                }
+            } else if file_type.is_dir() {
+                self.visit(&path, depth + 1);
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! The host's own reads inside a skill folder, through a cap-std directory
+//! handle: `..`, absolute paths and symlinks cannot leave the folder.
+
+use std::io::Read;
+use std::path::Path;
+
+use cap_std::ambient_authority;
+use cap_std::fs::Dir;
+
+/// SKILL.md and skillbox.yaml larger than this are refused.
+pub const MAX_SKILL_FILE_BYTES: u64 = 256 * 1024;
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum ReadError {
+    #[error("no such file in the skill folder")]
+    NotFound,
+    #[error(
+        "the path leaves the skill folder (`..`, an absolute path or a symlink pointing outside)"
+    )]
+    Escapes,
+    #[error("the file is larger than {limit} bytes")]
+    TooLarge { limit: u64 },
+    #[error("it is a folder, not a file")]
+    NotAFile,
+    #[error("it cannot be read ({0})")]
+    Io(String),
+}
+
+/// A skill folder opened as a capability.
+pub struct SkillDir {
+    dir: Dir,
+}
+
+impl SkillDir {
+    pub fn open(path: &Path) -> Result<Self, ReadError> {
+        Dir::open_ambient_dir(path, ambient_authority())
+            .map(|dir| SkillDir { dir })
+            .map_err(|e| classify(&e))
+    }
+
+    /// Reads `rel` whole, refusing files over `limit` bytes (detected by
+    /// reading one byte past it, so a growing file cannot slip through).
+    pub fn read_bounded(&self, rel: &str, limit: u64) -> Result<Vec<u8>, ReadError> {
+        let rel = checked_relative(rel)?;
+        let file = self.dir.open(rel).map_err(|e| classify(&e))?;
+        let meta = file.metadata().map_err(|e| classify(&e))?;
+        if meta.is_dir() {
+            return Err(ReadError::NotAFile);
+        }
+        let mut bytes = Vec::new();
+        file.take(limit + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| classify(&e))?;
+        if bytes.len() as u64 > limit {
+            return Err(ReadError::TooLarge { limit });
+        }
+        Ok(bytes)
+    }
+
+    /// Whether `rel` names a regular file inside the folder.
+    pub fn is_file(&self, rel: &str) -> bool {
+        checked_relative(rel)
+            .ok()
+            .and_then(|r| self.dir.metadata(r).ok())
+            .is_some_and(|m| m.is_file())
+    }
+
+    /// Files under `sub` (recursively, sorted, at most `max`), as paths
+    /// relative to the skill folder with `/` separators.
+    pub fn list_files(&self, sub: &str, max: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Ok(dir) = self.dir.open_dir(sub) {
+            walk(&dir, sub, 0, max, &mut out);
+        }
+        out.sort();
+        out
+    }
+}
+
+fn walk(dir: &Dir, prefix: &str, depth: usize, max: usize, out: &mut Vec<String>) {
+    let Ok(entries) = dir.entries() else { return };
+    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        if out.len() >= max || depth > 8 {
+            return;
+        }
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with('.') {
+            continue;
+        }
+        let rel = format!("{prefix}/{name}");
+        match entry.file_type() {
+            Ok(t) if t.is_file() => out.push(rel),
+            Ok(t) if t.is_dir() => {
+                if let Ok(sub) = dir.open_dir(&name) {
+                    walk(&sub, &rel, depth + 1, max, out);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Refuses absolute paths and `..` before cap-std sees them, so the error
+/// says why.
+pub fn checked_relative(rel: &str) -> Result<&str, ReadError> {
+    let trimmed = rel.trim_start_matches("./");
+    if trimmed.starts_with('/') || trimmed.split(['/', '\\']).any(|part| part == "..") {
+        return Err(ReadError::Escapes);
+    }
+    Ok(trimmed)
+}
+
+fn classify(e: &std::io::Error) -> ReadError {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => ReadError::NotFound,
+        std::io::ErrorKind::PermissionDenied => ReadError::Escapes,
+        std::io::ErrorKind::IsADirectory => ReadError::NotAFile,
+        _ if e.to_string().contains("outside") => ReadError::Escapes,
+        kind => ReadError::Io(kind.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_inside_and_refuses_escapes() {
+        let root = tempfile::tempdir().unwrap();
+        let skill = root.path().join("s");
+        std::fs::create_dir_all(skill.join("references")).unwrap();
+        std::fs::write(skill.join("references/a.md"), "hello").unwrap();
+        std::fs::write(root.path().join("secret"), "nope").unwrap();
+        std::os::unix::fs::symlink(root.path().join("secret"), skill.join("link")).unwrap();
+        let dir = SkillDir::open(&skill).unwrap();
+        assert_eq!(dir.read_bounded("references/a.md", 100).unwrap(), b"hello");
+        assert_eq!(dir.read_bounded("../secret", 100), Err(ReadError::Escapes));
+        assert_eq!(
+            dir.read_bounded("/etc/passwd", 100),
+            Err(ReadError::Escapes)
+        );
+        assert_eq!(dir.read_bounded("link", 100), Err(ReadError::Escapes));
+        assert_eq!(dir.read_bounded("missing", 100), Err(ReadError::NotFound));
+        assert_eq!(
+            dir.read_bounded("references/a.md", 3),
+            Err(ReadError::TooLarge { limit: 3 })
+        );
+        assert_eq!(dir.list_files("references", 10), vec!["references/a.md"]);
+    }
+}

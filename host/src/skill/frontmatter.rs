@@ -1,0 +1,210 @@
+//! Splitting SKILL.md into YAML frontmatter and Markdown body.
+//!
+//! The input is already bounded by the reader; this module decodes it
+//! strictly, accepts a BOM and CRLF line endings, and parses the
+//! frontmatter with a real YAML parser that refuses duplicate keys and
+//! alias bombs.
+
+use std::collections::BTreeMap;
+
+use serde_norway::{Mapping, Value};
+
+/// A diagnostic without a path: the caller knows which file it read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub line: Option<usize>,
+    pub rule: &'static str,
+    pub message: String,
+}
+
+impl Problem {
+    fn new(line: Option<usize>, rule: &'static str, message: impl Into<String>) -> Self {
+        Problem {
+            line,
+            rule,
+            message: message.into(),
+        }
+    }
+}
+
+/// SKILL.md, split.
+#[derive(Debug, Clone)]
+pub struct Frontmatter {
+    pub mapping: Mapping,
+    /// The Markdown after the closing `---`, with LF line endings.
+    pub body: String,
+    /// The 1-based line of the file where the body starts.
+    pub body_line: usize,
+    /// The line of each top-level key, for diagnostics.
+    pub key_lines: BTreeMap<String, usize>,
+}
+
+impl Frontmatter {
+    pub fn line_of(&self, key: &str) -> Option<usize> {
+        self.key_lines.get(key).copied()
+    }
+}
+
+/// Decodes and splits SKILL.md.
+pub fn split(bytes: &[u8]) -> Result<Frontmatter, Problem> {
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        let line = bytes[..e.valid_up_to()]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1;
+        Problem::new(
+            Some(line),
+            "encoding",
+            "SKILL.md is not valid UTF-8; save it as UTF-8",
+        )
+    })?;
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let text = text.replace("\r\n", "\n");
+
+    let mut lines = text.split_inclusive('\n');
+    let first = lines.next().unwrap_or("");
+    if first.trim_end() != "---" {
+        return Err(Problem::new(
+            Some(1),
+            "frontmatter-missing",
+            "SKILL.md must start with a `---` line, then YAML frontmatter (name, description), then `---`",
+        ));
+    }
+    let mut offset = first.len();
+    let mut close = None;
+    for (i, line) in lines.enumerate() {
+        if line.trim_end() == "---" {
+            close = Some((offset, offset + line.len(), i + 2));
+            break;
+        }
+        offset += line.len();
+    }
+    let Some((yaml_end, body_start, close_line)) = close else {
+        return Err(Problem::new(
+            Some(1),
+            "frontmatter-unterminated",
+            "the frontmatter opened on line 1 is never closed; add a `---` line after it",
+        ));
+    };
+    let yaml = &text[first.len()..yaml_end];
+    let mapping = parse_yaml(yaml)?;
+    Ok(Frontmatter {
+        mapping,
+        body: text[body_start..].to_string(),
+        body_line: close_line + 1,
+        key_lines: top_level_key_lines(yaml),
+    })
+}
+
+/// The frontmatter starts on line 2 of the file.
+const YAML_FIRST_LINE: usize = 2;
+
+fn parse_yaml(yaml: &str) -> Result<Mapping, Problem> {
+    let value: Value = serde_norway::from_str(yaml).map_err(|e| {
+        let line = e.location().map(|l| l.line() + YAML_FIRST_LINE - 1);
+        let text = e.to_string();
+        let (rule, hint) = if text.contains("duplicate") {
+            (
+                "yaml-duplicate-key",
+                "each key may appear once; remove or rename the repeated key",
+            )
+        } else if text.contains("repetition limit") || text.contains("recursion limit") {
+            (
+                "yaml-alias-bomb",
+                "the frontmatter expands aliases or nests too deeply; write the values out plainly",
+            )
+        } else {
+            (
+                "yaml-syntax",
+                "fix the YAML; quote values that contain `: ` or start with a special character",
+            )
+        };
+        Problem::new(line, rule, format!("{}: {hint}", first_sentence(&text)))
+    })?;
+    match value {
+        Value::Mapping(m) => Ok(m),
+        Value::Null => Err(Problem::new(
+            Some(YAML_FIRST_LINE),
+            "frontmatter-not-mapping",
+            "the frontmatter is empty; it needs at least `name:` and `description:`",
+        )),
+        other => Err(Problem::new(
+            Some(YAML_FIRST_LINE),
+            "frontmatter-not-mapping",
+            format!(
+                "the frontmatter is a {}, not a mapping of `key: value` lines",
+                kind_of(&other)
+            ),
+        )),
+    }
+}
+
+/// serde_norway's messages end with a location we report separately.
+fn first_sentence(text: &str) -> &str {
+    text.split(" at line ").next().unwrap_or(text)
+}
+
+pub fn kind_of(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Sequence(_) => "list",
+        Value::Mapping(_) => "mapping",
+        Value::Tagged(_) => "tagged value",
+    }
+}
+
+fn top_level_key_lines(yaml: &str) -> BTreeMap<String, usize> {
+    let mut lines = BTreeMap::new();
+    for (i, line) in yaml.lines().enumerate() {
+        if line.starts_with([' ', '\t', '#', '-']) {
+            continue;
+        }
+        if let Some((key, _)) = line.split_once(':') {
+            let key = key.trim().trim_matches(['"', '\'']);
+            lines.entry(key.to_string()).or_insert(i + YAML_FIRST_LINE);
+        }
+    }
+    lines
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_and_reports_the_body_line() {
+        let fm = split(b"---\nname: a\ndescription: b\n---\n# Body\n").unwrap();
+        assert_eq!(fm.body, "# Body\n");
+        assert_eq!(fm.body_line, 5);
+        assert_eq!(fm.line_of("description"), Some(3));
+    }
+
+    #[test]
+    fn accepts_bom_and_crlf() {
+        let fm = split(b"\xef\xbb\xbf---\r\nname: a\r\ndescription: b\r\n---\r\nx\r\n").unwrap();
+        assert_eq!(fm.body, "x\n");
+        assert_eq!(fm.mapping.len(), 2);
+    }
+
+    #[test]
+    fn refuses_alias_bombs_quickly() {
+        let mut yaml = String::from(
+            "---\nname: a\ndescription: b\nx0: &a0 [lol, lol, lol, lol, lol, lol, lol, lol, lol]\n",
+        );
+        for i in 1..12 {
+            let prev = i - 1;
+            yaml.push_str(&format!(
+                "x{i}: &a{i} [*a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}, *a{prev}]\n"
+            ));
+        }
+        yaml.push_str("---\n");
+        let started = std::time::Instant::now();
+        let err = split(yaml.as_bytes()).unwrap_err();
+        assert_eq!(err.rule, "yaml-alias-bomb", "{err:?}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+    }
+}

@@ -1,0 +1,293 @@
+//! `skillbox.yaml`: what this host needs to run a skill's code.
+//!
+//! Kept out of SKILL.md so the skill stays valid for every other host. The
+//! schema is strict (unknown keys are errors) because it is this host's own
+//! format and a typo must not silently drop a limit or a grant. See
+//! `docs/skillbox-yaml.md`.
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+
+use super::files::{MAX_SKILL_FILE_BYTES, ReadError, SkillDir, checked_relative};
+use super::frontmatter::Problem;
+use crate::sandbox::{MAX_MEMORY_BYTES, MIB, SideEffect, header_problem};
+
+pub const MANIFEST_FILE: &str = "skillbox.yaml";
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Manifest {
+    #[serde(default)]
+    pub tools: Vec<ToolComponent>,
+    #[serde(default)]
+    pub scripts: Vec<Script>,
+    #[serde(default)]
+    pub grants: RequestedGrants,
+    #[serde(default)]
+    pub limits: ManifestLimits,
+}
+
+/// A component whose exported functions become tools.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ToolComponent {
+    /// Path relative to the skill folder, e.g. `tools/text.wasm`.
+    pub component: String,
+    /// The functions served as tools, by exported name. Omitted: every
+    /// exported function, each warned about for lacking a description.
+    #[serde(default)]
+    pub functions: BTreeMap<String, ToolSpec>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ToolSpec {
+    /// When to use the tool and when not to.
+    pub description: String,
+    #[serde(default)]
+    pub effect: Effect,
+    /// Per-parameter descriptions, by parameter name.
+    #[serde(default)]
+    pub params: BTreeMap<String, String>,
+}
+
+/// The side-effect class of a tool.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Effect {
+    #[default]
+    Read,
+    Write,
+    Destructive,
+}
+
+impl From<Effect> for SideEffect {
+    fn from(e: Effect) -> Self {
+        match e {
+            Effect::Read => SideEffect::Read,
+            Effect::Write => SideEffect::Write,
+            Effect::Destructive => SideEffect::Destructive,
+        }
+    }
+}
+
+/// A command component run with arguments and stdin.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Script {
+    pub component: String,
+    /// Defaults to the component's file stem.
+    #[serde(default)]
+    pub name: Option<String>,
+    /// One line: the arguments it takes and what it prints.
+    pub usage: String,
+}
+
+impl Script {
+    pub fn name(&self) -> String {
+        self.name.clone().unwrap_or_else(|| {
+            let file = self.component.rsplit('/').next().unwrap_or(&self.component);
+            file.strip_suffix(".wasm").unwrap_or(file).to_string()
+        })
+    }
+}
+
+/// What the skill asks for. Only the user's policy turns a request into a
+/// grant.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RequestedGrants {
+    #[serde(default)]
+    pub workspace: WorkspaceAccess,
+    /// `host:port` entries.
+    #[serde(default)]
+    pub network: Vec<String>,
+    /// Environment variable names.
+    #[serde(default)]
+    pub env: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkspaceAccess {
+    #[default]
+    None,
+    Read,
+    Write,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ManifestLimits {
+    pub timeout_ms: Option<u64>,
+    pub fuel: Option<u64>,
+    pub memory_mib: Option<u64>,
+    pub output_bytes: Option<usize>,
+}
+
+impl Manifest {
+    /// Every component path the manifest names, tools first.
+    pub fn component_paths(&self) -> impl Iterator<Item = &str> {
+        self.tools
+            .iter()
+            .map(|t| t.component.as_str())
+            .chain(self.scripts.iter().map(|s| s.component.as_str()))
+    }
+
+    pub fn script(&self, name: &str) -> Option<&Script> {
+        self.scripts.iter().find(|s| s.name() == name)
+    }
+}
+
+/// Reads and checks `skillbox.yaml`, if the skill has one. Checks here are
+/// the cheap ones: schema, paths, that each component exists and is a
+/// component. Checks that need the component's types are in
+/// [`super::tools`].
+pub fn load(dir: &SkillDir) -> Result<Option<Manifest>, Vec<Problem>> {
+    let bytes = match dir.read_bounded(MANIFEST_FILE, MAX_SKILL_FILE_BYTES) {
+        Ok(bytes) => bytes,
+        Err(ReadError::NotFound) => return Ok(None),
+        Err(e) => {
+            return Err(vec![problem(
+                None,
+                "manifest-read",
+                format!("cannot read {MANIFEST_FILE}: {e}"),
+            )]);
+        }
+    };
+    let text = String::from_utf8(bytes).map_err(|_| {
+        vec![problem(
+            None,
+            "encoding",
+            format!("{MANIFEST_FILE} is not valid UTF-8"),
+        )]
+    })?;
+    let manifest: Manifest = serde_norway::from_str(&text).map_err(|e| {
+        let line = e.location().map(|l| l.line());
+        let msg = e.to_string();
+        let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
+        vec![problem(
+            line,
+            "manifest-schema",
+            format!("{msg}; see docs/skillbox-yaml.md for the schema"),
+        )]
+    })?;
+    let problems = check(&manifest, &text, dir);
+    if problems.is_empty() {
+        Ok(Some(manifest))
+    } else {
+        Err(problems)
+    }
+}
+
+fn problem(line: Option<usize>, rule: &'static str, message: String) -> Problem {
+    Problem {
+        line,
+        rule,
+        message,
+    }
+}
+
+fn check(manifest: &Manifest, text: &str, dir: &SkillDir) -> Vec<Problem> {
+    let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).map(|i| i + 1);
+    let mut problems = Vec::new();
+    for path in manifest.component_paths() {
+        let line = line_of(path);
+        if checked_relative(path).is_err() {
+            problems.push(problem(line, "manifest-path", format!(
+                "component `{path}` must be a path inside the skill folder (no `..`, not absolute)"
+            )));
+            continue;
+        }
+        match dir.read_bounded(path, crate::sandbox::MAX_COMPONENT_BYTES) {
+            Ok(bytes) => {
+                if let Some(why) = header_problem(&bytes) {
+                    problems.push(problem(line, "manifest-not-component", format!("`{path}` {why}")));
+                }
+            }
+            Err(ReadError::NotFound) => problems.push(problem(line, "manifest-component-missing", format!(
+                "component `{path}` does not exist; build it (scripts/build-guests) or fix the path"
+            ))),
+            Err(e) => problems.push(problem(line, "manifest-path", format!("component `{path}`: {e}"))),
+        }
+    }
+    let mut script_names = std::collections::BTreeSet::new();
+    for script in &manifest.scripts {
+        let name = script.name();
+        if !script_names.insert(name.clone()) {
+            problems.push(problem(
+                line_of(&script.component),
+                "manifest-duplicate",
+                format!("two scripts are named `{name}`; give one a different `name`"),
+            ));
+        }
+        if script.usage.trim().is_empty() {
+            problems.push(problem(
+                line_of(&script.component),
+                "manifest-usage",
+                format!("script `{name}` needs a one-line `usage`"),
+            ));
+        }
+    }
+    let mut function_names = std::collections::BTreeSet::new();
+    for tool in &manifest.tools {
+        for (name, spec) in &tool.functions {
+            if !function_names.insert(name.clone()) {
+                problems.push(problem(
+                    line_of(name),
+                    "manifest-duplicate",
+                    format!(
+                        "function `{name}` is listed by two components; tool names must be unique"
+                    ),
+                ));
+            }
+            if spec.description.trim().is_empty() {
+                problems.push(problem(
+                    line_of(name),
+                    "tool-description",
+                    format!(
+                        "tool `{name}` needs a description saying when to use it and when not to"
+                    ),
+                ));
+            }
+        }
+    }
+    for entry in &manifest.grants.network {
+        let valid = entry.rsplit_once(':').is_some_and(|(host, port)| {
+            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
+        });
+        if !valid {
+            problems.push(problem(
+                line_of(entry),
+                "manifest-grant",
+                format!("network grant `{entry}` must be `host:port`, like `api.example.com:443`"),
+            ));
+        }
+    }
+    for key in &manifest.grants.env {
+        let valid = !key.is_empty()
+            && key
+                .chars()
+                .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+            && !key.starts_with(|c: char| c.is_ascii_digit());
+        if !valid {
+            problems.push(problem(line_of(key), "manifest-grant", format!(
+                "environment key `{key}` must be an upper-case variable name like `GITHUB_TOKEN`"
+            )));
+        }
+    }
+    if let Some(mib) = manifest.limits.memory_mib
+        && (mib == 0 || mib as usize * MIB > MAX_MEMORY_BYTES)
+    {
+        problems.push(problem(
+            line_of("memory-mib"),
+            "manifest-limit",
+            format!(
+                "memory-mib must be between 1 and {}",
+                MAX_MEMORY_BYTES / MIB
+            ),
+        ));
+    }
+    problems
+}

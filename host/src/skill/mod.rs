@@ -1,0 +1,29 @@
+//! Skills: SKILL.md parsing, the skillbox.yaml manifest, discovery across
+//! sources, the catalog, invocation and token budgets.
+//!
+//! ```text
+//! SourceOptions ─> sources ─> discover (skill folders) ─> model::load
+//!   (files: bounded cap-std reads ─> frontmatter ─> meta rules ─> manifest)
+//!   ─> Catalog (precedence, diagnostics, name index)
+//! ```
+
+pub mod catalog;
+pub mod diagnostic;
+pub mod discover;
+pub mod files;
+pub mod frontmatter;
+pub mod invoke;
+pub mod manifest;
+pub mod meta;
+pub mod model;
+pub mod policy;
+pub mod source;
+pub mod tokens;
+pub mod tools;
+
+pub use catalog::Catalog;
+pub use diagnostic::{Diagnostic, Severity, has_errors};
+pub use manifest::{Effect, Manifest};
+pub use model::Skill;
+pub use source::{Source, SourceKind, SourceOptions};
+pub use tools::SkillTool;

@@ -1,0 +1,184 @@
+//! A loaded skill, and loading one folder into it.
+
+use std::path::{Path, PathBuf};
+
+use sha2::{Digest, Sha256};
+
+use super::diagnostic::Diagnostic;
+use super::files::{MAX_SKILL_FILE_BYTES, ReadError, SkillDir};
+use super::frontmatter::{self, Problem};
+use super::manifest::{self, MANIFEST_FILE, Manifest};
+use super::meta::{self, SkillMeta};
+use super::source::{Source, SourceKind};
+
+pub const SKILL_FILE: &str = "SKILL.md";
+/// Reference files listed per skill.
+const MAX_REFERENCES: usize = 200;
+
+/// A skill that passed every check. Never built half-valid.
+#[derive(Debug, Clone)]
+pub struct Skill {
+    pub meta: SkillMeta,
+    /// The Markdown instructions (tier 2).
+    pub body: String,
+    pub body_line: usize,
+    pub dir: PathBuf,
+    pub source: SourceKind,
+    pub trusted: bool,
+    /// `sha256:…` of SKILL.md.
+    pub digest: String,
+    pub manifest: Option<Manifest>,
+    /// `(path in the skill, sha256:…)` of each component the manifest names.
+    pub components: Vec<(String, String)>,
+    /// Files under `references/` (tier 3), relative to the skill folder.
+    pub references: Vec<String>,
+}
+
+impl Skill {
+    pub fn name(&self) -> &str {
+        &self.meta.name
+    }
+
+    pub fn model_invocable(&self) -> bool {
+        !self.meta.disable_model_invocation
+    }
+
+    pub fn user_invocable(&self) -> bool {
+        self.meta.user_invocable
+    }
+
+    pub fn script_names(&self) -> Vec<String> {
+        self.manifest
+            .as_ref()
+            .map(|m| m.scripts.iter().map(|s| s.name()).collect())
+            .unwrap_or_default()
+    }
+
+    pub fn component_digest(&self, rel: &str) -> Option<&str> {
+        self.components
+            .iter()
+            .find(|(p, _)| p == rel)
+            .map(|(_, d)| d.as_str())
+    }
+}
+
+/// Loads the skill in `dir`. Returns the skill only when there is no error;
+/// warnings come back either way.
+pub fn load(dir: &Path, source: &Source) -> (Option<Skill>, Vec<Diagnostic>) {
+    let skill_md = dir.join(SKILL_FILE);
+    let mut diagnostics = Vec::new();
+    let to_diag = |file: &Path, p: Problem, warning: bool| {
+        let d = if warning {
+            Diagnostic::warning(file, p.rule, p.message)
+        } else {
+            Diagnostic::error(file, p.rule, p.message)
+        };
+        d.at_line(p.line)
+    };
+
+    let handle = match SkillDir::open(dir) {
+        Ok(h) => h,
+        Err(e) => {
+            diagnostics.push(Diagnostic::error(
+                dir,
+                "skill-read",
+                format!("cannot open the skill folder: {e}"),
+            ));
+            return (None, diagnostics);
+        }
+    };
+    let bytes = match handle.read_bounded(SKILL_FILE, MAX_SKILL_FILE_BYTES) {
+        Ok(b) => b,
+        Err(ReadError::TooLarge { limit }) => {
+            diagnostics.push(Diagnostic::error(
+                &skill_md,
+                "file-too-large",
+                format!("SKILL.md is larger than {} KiB; move detail into references/ and keep the body short", limit / 1024),
+            ));
+            return (None, diagnostics);
+        }
+        Err(e) => {
+            diagnostics.push(Diagnostic::error(
+                &skill_md,
+                "skill-read",
+                format!("cannot read SKILL.md: {e}"),
+            ));
+            return (None, diagnostics);
+        }
+    };
+    let fm = match frontmatter::split(&bytes) {
+        Ok(fm) => fm,
+        Err(p) => {
+            diagnostics.push(to_diag(&skill_md, p, false));
+            return (None, diagnostics);
+        }
+    };
+    let folder_name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let checked = meta::check(&fm, &folder_name);
+    diagnostics.extend(
+        checked
+            .errors
+            .into_iter()
+            .map(|p| to_diag(&skill_md, p, false)),
+    );
+    diagnostics.extend(
+        checked
+            .warnings
+            .into_iter()
+            .map(|p| to_diag(&skill_md, p, true)),
+    );
+
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let manifest = match manifest::load(&handle) {
+        Ok(m) => m,
+        Err(problems) => {
+            diagnostics.extend(
+                problems
+                    .into_iter()
+                    .map(|p| to_diag(&manifest_path, p, false)),
+            );
+            None
+        }
+    };
+    let Some(meta) = checked.meta else {
+        return (None, diagnostics);
+    };
+    if diagnostics.iter().any(Diagnostic::is_error) {
+        return (None, diagnostics);
+    }
+    let components = manifest
+        .as_ref()
+        .map(|m| {
+            m.component_paths()
+                .filter_map(|rel| {
+                    let bytes = handle
+                        .read_bounded(rel, crate::sandbox::MAX_COMPONENT_BYTES)
+                        .ok()?;
+                    Some((rel.to_string(), digest(&bytes)))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let skill = Skill {
+        meta,
+        body: fm.body,
+        body_line: fm.body_line,
+        dir: dir.to_path_buf(),
+        source: source.kind,
+        trusted: source.trusted,
+        digest: digest(&bytes),
+        manifest,
+        components,
+        references: handle.list_files("references", MAX_REFERENCES),
+    };
+    (Some(skill), diagnostics)
+}
+
+pub fn digest(bytes: &[u8]) -> String {
+    let hash = Sha256::digest(bytes);
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
+}

@@ -1,0 +1,127 @@
+//! Where skills come from, and how much each place is trusted.
+
+use std::path::{Path, PathBuf};
+
+/// A kind of skill source. Precedence on a name collision, highest first:
+/// explicit > project > user > system.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// Bundled with skillbox.
+    System,
+    /// `~/.skillbox/skills`, `~/.agents/skills`.
+    User,
+    /// `./.agents/skills`, `./.claude/skills`; loaded only with --trust-project.
+    Project,
+    /// `--skills DIR`.
+    Explicit,
+}
+
+impl SourceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceKind::System => "system",
+            SourceKind::User => "user",
+            SourceKind::Project => "project",
+            SourceKind::Explicit => "explicit",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    pub kind: SourceKind,
+    pub root: PathBuf,
+    /// Project sources are untrusted unless the user says otherwise:
+    /// cloning a repository must not be enough to run its skills.
+    pub trusted: bool,
+}
+
+/// What decides the list of sources.
+#[derive(Debug, Clone, Default)]
+pub struct SourceOptions {
+    /// `--skills DIR`, in order.
+    pub explicit: Vec<PathBuf>,
+    pub trust_project: bool,
+    /// The user's home, for user sources; `None` skips them.
+    pub home: Option<PathBuf>,
+    /// The project folder, for project sources; `None` skips them.
+    pub project: Option<PathBuf>,
+    /// The bundled skills folder; `None` skips it.
+    pub system: Option<PathBuf>,
+}
+
+impl SourceOptions {
+    /// The sources a command-line invocation uses: the bundled skills,
+    /// the user's, the current project's, and `explicit`.
+    pub fn from_environment(explicit: Vec<PathBuf>, trust_project: bool) -> Self {
+        SourceOptions {
+            explicit,
+            trust_project,
+            home: std::env::var_os("HOME").map(PathBuf::from),
+            project: std::env::current_dir().ok(),
+            system: system_skills_dir(),
+        }
+    }
+
+    /// The sources, lowest precedence first. Folders that do not exist are
+    /// left out, except explicit ones, which the caller asked for.
+    pub fn sources(&self) -> Vec<Source> {
+        let mut out = Vec::new();
+        let mut push = |kind, root: PathBuf, trusted| {
+            if kind == SourceKind::Explicit || root.is_dir() {
+                out.push(Source {
+                    kind,
+                    root,
+                    trusted,
+                });
+            }
+        };
+        if let Some(system) = &self.system {
+            push(SourceKind::System, system.clone(), true);
+        }
+        if let Some(home) = &self.home {
+            push(SourceKind::User, home.join(".skillbox/skills"), true);
+            push(SourceKind::User, home.join(".agents/skills"), true);
+        }
+        if let Some(project) = &self.project {
+            push(
+                SourceKind::Project,
+                project.join(".agents/skills"),
+                self.trust_project,
+            );
+            push(
+                SourceKind::Project,
+                project.join(".claude/skills"),
+                self.trust_project,
+            );
+        }
+        for dir in &self.explicit {
+            push(SourceKind::Explicit, dir.clone(), true);
+        }
+        out
+    }
+}
+
+/// The bundled skills: `$SKILLBOX_SYSTEM_SKILLS` (empty disables them), else
+/// a `skills/` folder next to the binary or above it (a source checkout's
+/// `target/<profile>/skillbox` finds the repository's `skills/`).
+pub fn system_skills_dir() -> Option<PathBuf> {
+    if let Some(dir) = std::env::var_os("SKILLBOX_SYSTEM_SKILLS") {
+        return (!dir.is_empty()).then(|| PathBuf::from(dir));
+    }
+    let exe = std::env::current_exe().ok()?;
+    exe.ancestors()
+        .skip(1)
+        .take(4)
+        .map(|dir| dir.join("skills"))
+        .find(|dir| is_skill_collection(dir))
+}
+
+fn is_skill_collection(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| {
+        entries
+            .filter_map(Result::ok)
+            .any(|e| e.path().join("SKILL.md").is_file())
+    })
+}

@@ -1,0 +1,197 @@
+//! A skill's tools and scripts as this host serves them: the manifest's
+//! descriptions joined to the component's own types.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::diagnostic::Diagnostic;
+use super::files::SkillDir;
+use super::manifest::{Effect, MANIFEST_FILE, ToolComponent};
+use super::model::Skill;
+use crate::sandbox::{LoadedComponent, MAX_COMPONENT_BYTES, Sandbox};
+use crate::schema::{ExportedFunction, output_schema};
+
+/// MCP tool names must fit every major model API.
+pub const MAX_TOOL_NAME: usize = 64;
+
+/// One tool a skill serves, named `<skill>__<function>`.
+#[derive(Debug, Clone)]
+pub struct SkillTool {
+    pub name: String,
+    pub skill: String,
+    /// Component path inside the skill folder.
+    pub component_path: String,
+    /// The exported function's tool-facing name.
+    pub function: String,
+    pub description: String,
+    pub effect: Effect,
+    pub input_schema: Value,
+    pub output_schema: Option<Value>,
+    pub component: Arc<LoadedComponent>,
+}
+
+pub fn tool_name(skill: &str, function: &str) -> String {
+    format!("{skill}__{function}")
+}
+
+/// Splits `skill__function`.
+pub fn split_tool_name(name: &str) -> Option<(&str, &str)> {
+    name.split_once("__")
+}
+
+/// Compiles (or loads from cache) a skill's tool components and derives its
+/// tools. Diagnostics name what in the manifest does not match the code.
+pub fn resolve(skill: &Skill, sandbox: &Sandbox) -> (Vec<SkillTool>, Vec<Diagnostic>) {
+    let mut tools = Vec::new();
+    let mut diags = Vec::new();
+    let manifest_path = skill.dir.join(MANIFEST_FILE);
+    let Some(manifest) = &skill.manifest else {
+        return (tools, diags);
+    };
+    let dir = match SkillDir::open(&skill.dir) {
+        Ok(d) => d,
+        Err(e) => {
+            diags.push(Diagnostic::error(&skill.dir, "skill-read", e.to_string()));
+            return (tools, diags);
+        }
+    };
+    for entry in &manifest.tools {
+        match load(&dir, &entry.component, sandbox) {
+            Ok(component) => tools_of(
+                skill,
+                entry,
+                component,
+                &manifest_path,
+                &mut tools,
+                &mut diags,
+            ),
+            Err(message) => {
+                diags.push(Diagnostic::error(&manifest_path, "component-load", message))
+            }
+        }
+    }
+    for script in &manifest.scripts {
+        match load(&dir, &script.component, sandbox) {
+            Ok(component) if !component.exports.is_command => diags.push(Diagnostic::error(
+                &manifest_path,
+                "script-not-command",
+                format!(
+                    "script `{}` ({}) does not export wasi:cli/run; list it under `tools` instead",
+                    script.name(),
+                    script.component
+                ),
+            )),
+            Ok(_) => {}
+            Err(message) => {
+                diags.push(Diagnostic::error(&manifest_path, "component-load", message))
+            }
+        }
+    }
+    (tools, diags)
+}
+
+/// Loads a component from inside the skill folder (through the folder
+/// handle, so a swapped symlink cannot redirect it).
+pub fn load(dir: &SkillDir, rel: &str, sandbox: &Sandbox) -> Result<Arc<LoadedComponent>, String> {
+    let bytes = dir
+        .read_bounded(rel, MAX_COMPONENT_BYTES)
+        .map_err(|e| format!("component `{rel}`: {e}"))?;
+    sandbox
+        .load_bytes(&bytes)
+        .map_err(|e| format!("component `{rel}`: {e}"))
+}
+
+fn tools_of(
+    skill: &Skill,
+    entry: &ToolComponent,
+    component: Arc<LoadedComponent>,
+    manifest_path: &std::path::Path,
+    tools: &mut Vec<SkillTool>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let exports = &component.exports;
+    let chosen: Vec<(&ExportedFunction, Option<&super::manifest::ToolSpec>)> = if entry
+        .functions
+        .is_empty()
+    {
+        exports.functions.iter().map(|f| (f, None)).collect()
+    } else {
+        let mut chosen = Vec::new();
+        for (name, spec) in &entry.functions {
+            match exports.function(name) {
+                Some(f) => chosen.push((f, Some(spec))),
+                None => {
+                    let why = exports
+                        .skipped
+                        .iter()
+                        .find(|s| &s.name == name)
+                        .map(|s| format!("it is exported but cannot be a tool: {}", s.reason))
+                        .unwrap_or_else(|| format!("it exports: {}", exports.names().join(", ")));
+                    diags.push(Diagnostic::error(
+                        manifest_path,
+                        "tool-unknown-function",
+                        format!(
+                            "`{}` lists function `{name}`, which it does not serve; {why}",
+                            entry.component
+                        ),
+                    ));
+                }
+            }
+        }
+        chosen
+    };
+    for (function, spec) in chosen {
+        let name = tool_name(skill.name(), &function.name);
+        if name.len() > MAX_TOOL_NAME {
+            diags.push(Diagnostic::error(
+                manifest_path,
+                "tool-name-length",
+                format!("tool name `{name}` is {} characters; the limit is {MAX_TOOL_NAME}. Shorten the skill or function name", name.len()),
+            ));
+            continue;
+        }
+        let mut input_schema = function.input_schema();
+        if let Some(spec) = spec {
+            let known: BTreeSet<&str> = function.params.iter().map(|(n, _)| n.as_str()).collect();
+            for (param, text) in &spec.params {
+                if !known.contains(param.as_str()) {
+                    diags.push(Diagnostic::error(
+                        manifest_path,
+                        "tool-unknown-param",
+                        format!(
+                            "tool `{}` describes parameter `{param}`, which the function does not take; it takes: {}",
+                            function.name,
+                            known.iter().copied().collect::<Vec<_>>().join(", ")
+                        ),
+                    ));
+                } else if let Some(prop) = input_schema["properties"].get_mut(param.as_str()) {
+                    prop["description"] = Value::from(text.as_str());
+                }
+            }
+        } else {
+            diags.push(Diagnostic::warning(
+                manifest_path,
+                "tool-description",
+                format!(
+                    "`{}` exports `{}` with no description; list it under `functions` with one that says when to use it and when not to",
+                    entry.component, function.name
+                ),
+            ));
+        }
+        tools.push(SkillTool {
+            name,
+            skill: skill.name().to_string(),
+            component_path: entry.component.clone(),
+            function: function.name.clone(),
+            description: spec
+                .map(|s| s.description.trim().to_string())
+                .unwrap_or_default(),
+            effect: spec.map(|s| s.effect).unwrap_or_default(),
+            input_schema,
+            output_schema: function.result.as_ref().map(output_schema),
+            component: component.clone(),
+        });
+    }
+}
