@@ -39,7 +39,7 @@ pub fn skillbox_bin() -> &'static Path {
     BIN.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "skillbox", "--bin", "skillbox"])
+            .args(["build", "--quiet", "--workspace", "--bins"])
             .current_dir(repo())
             .status()
             .expect("run cargo build");

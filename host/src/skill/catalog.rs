@@ -27,10 +27,8 @@ impl Catalog {
 
     pub fn from_sources(sources: &[Source]) -> Catalog {
         let mut catalog = Catalog::default();
-        // Lowest precedence first, so a later source replaces an earlier one.
-        let mut ordered: Vec<&Source> = sources.iter().collect();
-        ordered.sort_by_key(|s| s.kind);
-        for source in ordered {
+        let mut candidates: BTreeMap<String, Vec<Skill>> = BTreeMap::new();
+        for source in sources {
             let (dirs, diags) = discover::skill_dirs(&source.root);
             catalog.diagnostics.extend(diags);
             for dir in dirs {
@@ -49,23 +47,30 @@ impl Catalog {
                 let (skill, diags) = model::load(&dir, source);
                 catalog.diagnostics.extend(diags);
                 if let Some(skill) = skill {
-                    catalog.insert(skill);
+                    candidates
+                        .entry(skill.name().to_string())
+                        .or_default()
+                        .push(skill);
                 }
             }
+        }
+        for (name, skills) in candidates {
+            catalog.choose(name, skills);
         }
         catalog.diagnostics.sort();
         catalog.diagnostics.dedup();
         catalog
     }
 
-    fn insert(&mut self, skill: Skill) {
-        let name = skill.name().to_string();
-        if let Some(existing) = self.skills.get(&name) {
-            let (winner, loser) = if skill.source >= existing.source {
-                (&skill, existing.as_ref())
-            } else {
-                (existing.as_ref(), &skill)
-            };
+    /// Keeps the highest-precedence skill of a name (the first found, among
+    /// equals) and warns about each one it shadows, naming the winner.
+    fn choose(&mut self, name: String, mut skills: Vec<Skill>) {
+        let best = (0..skills.len())
+            .rev()
+            .max_by_key(|&i| skills[i].source)
+            .expect("at least one candidate");
+        let winner = skills.swap_remove(best);
+        for loser in &skills {
             self.diagnostics.push(Diagnostic::warning(
                 &loser.dir,
                 "name-collision",
@@ -76,11 +81,8 @@ impl Catalog {
                     winner.source.as_str()
                 ),
             ));
-            if skill.source < existing.source {
-                return;
-            }
         }
-        self.skills.insert(name, Arc::new(skill));
+        self.skills.insert(name, Arc::new(winner));
     }
 
     pub fn get(&self, name: &str) -> Option<&Arc<Skill>> {

@@ -23,6 +23,7 @@ pub fn skill_dirs(root: &Path) -> (Vec<PathBuf>, Vec<Diagnostic>) {
         found: Vec::new(),
         diagnostics: Vec::new(),
         visited: BTreeSet::new(),
+        deferred: Vec::new(),
         entries: 0,
     };
     if !root.is_dir() {
@@ -34,6 +35,11 @@ pub fn skill_dirs(root: &Path) -> (Vec<PathBuf>, Vec<Diagnostic>) {
         return (walk.found, walk.diagnostics);
     }
     walk.visit(root, 0);
+    // Symlinks inside the source are followed last, and only to folders the
+    // walk did not reach itself, so a link never registers a skill twice.
+    while let Some((link, depth)) = walk.deferred.pop() {
+        walk.visit(&link, depth);
+    }
     walk.found.sort();
     (walk.found, walk.diagnostics)
 }
@@ -43,6 +49,7 @@ struct Walk {
     found: Vec<PathBuf>,
     diagnostics: Vec<Diagnostic>,
     visited: BTreeSet<PathBuf>,
+    deferred: Vec<(PathBuf, usize)>,
     entries: usize,
 }
 
@@ -104,7 +111,7 @@ impl Walk {
                 match std::fs::canonicalize(&path) {
                     Ok(target) if target.starts_with(&self.root_canonical) => {
                         if target.is_dir() {
-                            self.visit(&path, depth + 1);
+                            self.deferred.push((path, depth + 1));
                         }
                     }
                     Ok(_) => self.diagnostics.push(Diagnostic::warning(

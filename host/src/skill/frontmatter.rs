@@ -102,8 +102,9 @@ const YAML_FIRST_LINE: usize = 2;
 
 fn parse_yaml(yaml: &str) -> Result<Mapping, Problem> {
     let value: Value = serde_norway::from_str(yaml).map_err(|e| {
-        let line = e.location().map(|l| l.line() + YAML_FIRST_LINE - 1);
         let text = e.to_string();
+        let line = duplicate_key_line(yaml, &text)
+            .or_else(|| e.location().map(|l| l.line() + YAML_FIRST_LINE - 1));
         let (rule, hint) = if text.contains("duplicate") {
             (
                 "yaml-duplicate-key",
@@ -140,6 +141,20 @@ fn parse_yaml(yaml: &str) -> Result<Mapping, Problem> {
     }
 }
 
+/// The line of the second occurrence of a duplicated top-level key, which
+/// is where the author must look (the parser reports the mapping's start).
+fn duplicate_key_line(yaml: &str, message: &str) -> Option<usize> {
+    let key = message
+        .split("duplicate entry with key \"")
+        .nth(1)?
+        .split('"')
+        .next()?;
+    top_level_keys(yaml)
+        .filter(|(k, _)| k == key)
+        .nth(1)
+        .map(|(_, line)| line)
+}
+
 /// serde_norway's messages end with a location we report separately.
 fn first_sentence(text: &str) -> &str {
     text.split(" at line ").next().unwrap_or(text)
@@ -159,16 +174,24 @@ pub fn kind_of(value: &Value) -> &'static str {
 
 fn top_level_key_lines(yaml: &str) -> BTreeMap<String, usize> {
     let mut lines = BTreeMap::new();
-    for (i, line) in yaml.lines().enumerate() {
-        if line.starts_with([' ', '\t', '#', '-']) {
-            continue;
-        }
-        if let Some((key, _)) = line.split_once(':') {
-            let key = key.trim().trim_matches(['"', '\'']);
-            lines.entry(key.to_string()).or_insert(i + YAML_FIRST_LINE);
-        }
+    for (key, line) in top_level_keys(yaml) {
+        lines.entry(key).or_insert(line);
     }
     lines
+}
+
+/// `(key, file line)` of each `key:` line at the top level of the YAML.
+fn top_level_keys(yaml: &str) -> impl Iterator<Item = (String, usize)> + '_ {
+    yaml.lines().enumerate().filter_map(|(i, line)| {
+        if line.starts_with([' ', '\t', '#', '-']) {
+            return None;
+        }
+        let (key, _) = line.split_once(':')?;
+        Some((
+            key.trim().trim_matches(['"', '\'']).to_string(),
+            i + YAML_FIRST_LINE,
+        ))
+    })
 }
 
 #[cfg(test)]

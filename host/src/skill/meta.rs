@@ -342,3 +342,30 @@ pub fn name_format_problem(name: &str) -> Option<&'static str> {
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::super::frontmatter::split;
+    use super::check;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
+            if let Ok(fm) = split(&bytes) {
+                let _ = check(&fm, "x");
+            }
+        }
+
+        #[test]
+        fn arbitrary_frontmatter_text_never_panics(yaml in "[a-z:\\-\\[\\]{}&*!|>'\" \\n#0-9]{0,200}") {
+            let text = format!("---\n{yaml}\n---\nbody\n");
+            if let Ok(fm) = split(text.as_bytes()) {
+                let _ = check(&fm, "x");
+            }
+        }
+    }
+}

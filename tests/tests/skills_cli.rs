@@ -1,0 +1,252 @@
+//! `skills list`, `skills tokens` and `call SKILL__FUNCTION` through the
+//! real binary, with the bundled skills as the system source.
+
+use serde_json::json;
+use skillbox_e2e::{Run, repo, skillbox, workspace};
+
+/// `skillbox` with a private HOME and project folder, so the user's own
+/// skills never leak into a test.
+fn isolated(args: &[&str]) -> Run {
+    let home = tempfile::tempdir().unwrap();
+    skillbox()
+        .args(args)
+        .env("HOME", home.path())
+        .current_dir(home.path())
+        .output()
+        .unwrap()
+        .into()
+}
+
+fn examples() -> String {
+    repo()
+        .join("examples/workspace")
+        .to_string_lossy()
+        .into_owned()
+}
+
+#[test]
+fn list_shows_the_bundled_skills_as_a_table_and_json() {
+    let out = isolated(&["skills", "list"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert!(
+        lines[0].starts_with("NAME") && lines[0].contains("TIER-1"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.starts_with("log-inspect") && l.contains("system") && l.contains("trusted"))
+    );
+
+    let doc = isolated(&["skills", "list", "--json"]).json();
+    let skills = doc["skills"].as_array().unwrap();
+    assert_eq!(skills.len(), 4);
+    let release = skills
+        .iter()
+        .find(|s| s["name"] == "release-check")
+        .unwrap();
+    assert_eq!(release["scripts"], json!(["release-check"]));
+    assert!(release["tier1_tokens"].as_u64().unwrap() > 20);
+    assert!(release["digest"].as_str().unwrap().starts_with("sha256:"));
+}
+
+#[test]
+fn list_with_an_explicit_source_shadows_and_reports_problems() {
+    let extra = workspace(&[
+        (
+            "log-inspect/SKILL.md",
+            "---\nname: log-inspect\ndescription: A replacement log skill; use when testing precedence of explicit sources.\n---\nmine\n",
+        ),
+        ("broken/SKILL.md", "no frontmatter\n"),
+    ]);
+    let doc = isolated(&[
+        "skills",
+        "list",
+        "--json",
+        "--skills",
+        extra.path().to_str().unwrap(),
+    ])
+    .json();
+    let logs = doc["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "log-inspect")
+        .unwrap()
+        .clone();
+    assert_eq!(logs["source"], "explicit");
+    let rules: Vec<&str> = doc["diagnostics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["rule"].as_str().unwrap())
+        .collect();
+    assert!(rules.contains(&"name-collision"), "{rules:?}");
+    assert!(rules.contains(&"frontmatter-missing"), "{rules:?}");
+}
+
+#[test]
+fn tokens_reports_each_tier_per_skill() {
+    let out = isolated(&["skills", "tokens", "--json"]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let doc = out.json();
+    assert_eq!(doc["tokenizer"], "o200k_base");
+    let logs = doc["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "log-inspect")
+        .unwrap()
+        .clone();
+    assert_eq!(logs["tools"].as_array().unwrap().len(), 5);
+    assert!(logs["body"].as_u64().unwrap() > 200);
+    assert!(
+        doc["total"]["tier1"].as_u64().unwrap() < 1000,
+        "the resident catalog stays small: {doc}"
+    );
+    assert_eq!(doc["warnings"], json!([]));
+
+    let table = isolated(&["skills", "tokens"]);
+    assert!(
+        table.stdout.lines().any(|l| l.starts_with("TOTAL")),
+        "{}",
+        table.stdout
+    );
+}
+
+#[test]
+fn call_runs_a_skill_tool_with_its_requested_grants() {
+    let out = isolated(&[
+        "call",
+        "log-inspect__count-lines",
+        "--workspace",
+        &examples(),
+        "--args",
+        r#"{"path": "logs/app.log"}"#,
+    ]);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    assert_eq!(out.json()["lines"], 1200);
+}
+
+#[test]
+fn the_user_grants_at_most_what_the_skill_requests() {
+    use skillbox::skill::policy::{UserPolicy, grants};
+    use skillbox::skill::source::{Source, SourceKind};
+    let catalog = skillbox::skill::Catalog::from_sources(&[Source {
+        kind: SourceKind::System,
+        root: repo().join("skills"),
+        trusted: true,
+    }]);
+    let ws = workspace(&[]);
+    let policy = UserPolicy {
+        workspace: Some(ws.path().to_path_buf()),
+        allow_write: true,
+        allow_env: vec!["HOME".into()],
+    };
+    // log-inspect requests `workspace: read`: --allow-write does not widen it.
+    let resolved = grants(catalog.get("log-inspect").unwrap(), &policy);
+    let workspace = resolved
+        .grants
+        .workspace
+        .expect("read access was requested and given");
+    assert!(!workspace.writable);
+    assert!(
+        resolved.grants.env.is_empty(),
+        "HOME was allowed but never requested"
+    );
+    assert_eq!(
+        resolved.grants.skill_dir.as_deref(),
+        Some(repo().join("skills/log-inspect").as_path())
+    );
+
+    // Without --workspace nothing is mounted, and the note says why.
+    let resolved = grants(catalog.get("log-inspect").unwrap(), &UserPolicy::default());
+    assert!(resolved.grants.workspace.is_none());
+    assert!(
+        resolved.notes[0].contains("--workspace"),
+        "{:?}",
+        resolved.notes
+    );
+}
+
+#[test]
+fn call_without_the_workspace_explains_the_missing_grant() {
+    let out = isolated(&[
+        "call",
+        "log-inspect__count-lines",
+        "--args",
+        r#"{"path": "logs/app.log"}"#,
+    ]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr
+            .contains("note: skill `log-inspect` requests the workspace; none was given"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr.contains("cannot open `logs/app.log`"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn call_names_what_exists_when_the_tool_does_not() {
+    let out = isolated(&["call", "log-inspect__nope"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("log-inspect__grep"), "{}", out.stderr);
+    let out = isolated(&["call", "nope__grep"]);
+    assert_eq!(out.code, 2);
+    assert!(
+        out.stderr.contains("loaded skills: data-peek, log-inspect"),
+        "{}",
+        out.stderr
+    );
+    let out = isolated(&["call", "grep"]);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.contains("SKILL__FUNCTION"), "{}", out.stderr);
+}
+
+#[test]
+fn manifest_limits_apply_and_flags_override_them() {
+    let skills = workspace(&[
+        (
+            "spinner/SKILL.md",
+            "---\nname: spinner\ndescription: Spins forever; use when testing that manifest limits stop a looping tool.\n---\nx\n",
+        ),
+        (
+            "spinner/skillbox.yaml",
+            "tools:\n  - component: tools/testbed.wasm\n    functions:\n      spin:\n        description: Loops forever. Use only in tests. Not for real work.\nlimits:\n  timeout-ms: 300\n  fuel: 100000000000000\n",
+        ),
+    ]);
+    std::fs::create_dir_all(skills.path().join("spinner/tools")).unwrap();
+    std::fs::copy(
+        skillbox_e2e::component("testbed"),
+        skills.path().join("spinner/tools/testbed.wasm"),
+    )
+    .unwrap();
+    let dir = skills.path().to_str().unwrap();
+    let out = isolated(&["call", "spinner__spin", "--skills", dir]);
+    assert_eq!(out.code, 1);
+    assert!(
+        out.stderr.contains("stopped after 300 ms"),
+        "{}",
+        out.stderr
+    );
+    let out = isolated(&[
+        "call",
+        "spinner__spin",
+        "--skills",
+        dir,
+        "--timeout-ms",
+        "150",
+    ]);
+    assert!(
+        out.stderr.contains("stopped after 150 ms"),
+        "{}",
+        out.stderr
+    );
+}
