@@ -3,10 +3,13 @@
 //!
 //! - [`sandbox`]: the wasmtime engine, per-call stores, limits and grants.
 //! - [`schema`]: WIT types to JSON Schema; JSON to component values and back.
+//! - [`skill`]: SKILL.md, skillbox.yaml, discovery, the catalog.
+//! - [`mcp`]: the MCP server over stdio and Streamable HTTP.
 //! - [`cli`]: the `skillbox` command line.
 
 pub mod bench;
 pub mod cli;
+pub mod mcp;
 pub mod sandbox;
 pub mod schema;
 pub mod skill;

@@ -7,6 +7,8 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+pub mod mcp;
+
 /// The repository root.
 pub fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -121,5 +123,27 @@ pub fn workspace(files: &[(&str, &str)]) -> tempfile::TempDir {
         std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
         std::fs::write(path, content).expect("write file");
     }
+    dir
+}
+
+/// A skills folder holding `testkit`, a skill whose tools are the testbed's
+/// hostile and trivial functions, for server tests.
+pub fn testkit_skills() -> tempfile::TempDir {
+    let dir = workspace(&[
+        (
+            "testkit/SKILL.md",
+            "---\nname: testkit\ndescription: Test tools for the server's own tests; use only when testing skillbox itself.\nuser-invocable: true\n---\nCall testkit__noop. Args: $ARGUMENTS; first: $1.\n",
+        ),
+        (
+            "testkit/skillbox.yaml",
+            "tools:\n  - component: tools/testbed.wasm\n    functions:\n      noop:\n        description: Returns 42. Use to test calls. Not for real work.\n      spin:\n        description: Loops until stopped. Use to test cancellation. Not for real work.\n      sleep-ms:\n        description: Sleeps. Use to test progress. Not for real work.\n        params:\n          ms: Milliseconds to sleep.\n      big-string:\n        description: Returns a long string. Use to test output budgets. Not for real work.\n      fail:\n        description: Fails with a message. Use to test errors. Not for real work.\n      write-file:\n        description: Writes a file. Use to test write grants. Not for real work.\n        effect: write\ngrants:\n  workspace: write\nlimits:\n  timeout-ms: 60000\n  fuel: 1000000000000000\n",
+        ),
+    ]);
+    std::fs::create_dir_all(dir.path().join("testkit/tools")).expect("mkdir");
+    std::fs::copy(
+        component("testbed"),
+        dir.path().join("testkit/tools/testbed.wasm"),
+    )
+    .expect("copy testbed");
     dir
 }

@@ -4,6 +4,7 @@
 //! A script run exits with the script's own code.
 
 mod flags;
+mod serve;
 mod skills;
 mod tool;
 
@@ -45,6 +46,9 @@ enum Command {
     /// Its stdout and stderr are printed as captured; skillbox exits with
     /// the script's own exit code (WASI 0.2 reports failures as 1).
     RunScript(tool::RunScriptArgs),
+    /// Serve the skills and their sandboxed tools over MCP (stdio, or
+    /// Streamable HTTP with --http).
+    Serve(Box<serve::ServeArgs>),
     /// List, check and measure skills.
     #[command(subcommand)]
     Skills(skills::SkillsCommand),
@@ -109,6 +113,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Call(args) => tool::call(args),
         Command::Inspect { component } => tool::inspect(&component),
         Command::RunScript(args) => tool::run_script(args),
+        Command::Serve(args) => serve::serve(*args),
         Command::Skills(command) => skills::run(command),
         Command::Bench(args) => crate::bench::run(args).map_err(CliError::Other),
     }

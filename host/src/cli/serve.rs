@@ -1,0 +1,130 @@
+//! `skillbox serve`: the MCP server.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+use super::flags::{SandboxFlags, SourceFlags};
+use super::{CliError, runtime};
+use crate::mcp::audit::AuditLog;
+use crate::mcp::http::{self, DEFAULT_MAX_BODY_BYTES, HttpOptions};
+use crate::mcp::results::DEFAULT_OUTPUT_BUDGET;
+use crate::mcp::{Host, ServeOptions, ToolsMode, banner, reload, stdio};
+use crate::sandbox::Sandbox;
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    #[command(flatten)]
+    sources: SourceFlags,
+    #[command(flatten)]
+    sandbox: SandboxFlags,
+    /// List skill tools after load_skill (lazy) or all up front (all).
+    #[arg(long, value_enum, default_value = "lazy")]
+    tools: ToolsMode,
+    /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (PORT binds 127.0.0.1).
+    #[arg(long, value_name = "ADDR")]
+    http: Option<String>,
+    /// Accept this Host header too (besides loopback names); for --http.
+    #[arg(long, value_name = "HOST")]
+    allow_host: Vec<String>,
+    /// Accept this browser Origin too (besides loopback ones); for --http.
+    #[arg(long, value_name = "ORIGIN")]
+    allow_origin: Vec<String>,
+    /// Largest HTTP request body, in bytes.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BODY_BYTES)]
+    max_body_bytes: usize,
+    /// Tool calls that may run at once; more wait their turn.
+    #[arg(long, value_name = "N", default_value_t = 8)]
+    max_concurrency: usize,
+    /// Bytes of a tool result put into the model's context; the rest is cut head and tail.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_OUTPUT_BUDGET)]
+    output_budget: usize,
+    /// Append one JSON line per tool call to this file (default: the user's state folder).
+    #[arg(long, value_name = "FILE")]
+    audit: Option<PathBuf>,
+    /// Do not write an audit log.
+    #[arg(long, conflicts_with = "audit")]
+    no_audit: bool,
+    /// How often to check skill folders for changes, in milliseconds (0 disables reload).
+    #[arg(long, value_name = "MS", default_value_t = 2000)]
+    reload_ms: u64,
+    /// Print the banner on stderr even when it is not a terminal.
+    #[arg(long)]
+    banner: bool,
+}
+
+pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
+    let policy = args.sandbox.policy()?;
+    let http_addr = args
+        .http
+        .as_deref()
+        .map(http::parse_addr)
+        .transpose()
+        .map_err(CliError::Usage)?;
+    let audit_path = if args.no_audit {
+        None
+    } else {
+        args.audit.clone().or_else(AuditLog::default_path)
+    };
+    let audit = match &audit_path {
+        None => None,
+        Some(path) => Some(AuditLog::open(path).map_err(|e| {
+            CliError::Usage(format!(
+                "--audit {}: cannot open it for appending ({e})",
+                path.display()
+            ))
+        })?),
+    };
+    let options = ServeOptions {
+        sources: args.sources.options(),
+        policy,
+        overrides: args.sandbox.overrides(),
+        tools_mode: args.tools,
+        max_concurrency: args.max_concurrency,
+        output_budget: args.output_budget.max(1024),
+        reload_interval: (args.reload_ms > 0).then(|| Duration::from_millis(args.reload_ms)),
+    };
+    let runtime = runtime()?;
+    runtime.block_on(async move {
+        let sandbox = Arc::new(Sandbox::new()?);
+        let host = Arc::new(Host::new(options, sandbox, audit));
+        if let Some(interval) = host.options.reload_interval {
+            tokio::spawn(reload::watch(host.clone(), interval));
+        }
+        let show_banner = args.banner || std::io::stderr().is_terminal();
+        match http_addr {
+            None => {
+                if show_banner {
+                    eprint!("{}", banner::render(&host, "stdio"));
+                }
+                stdio::serve(host).await?;
+            }
+            Some(addr) => {
+                let shutdown = CancellationToken::new();
+                let options = HttpOptions {
+                    addr,
+                    allowed_hosts: args.allow_host,
+                    allowed_origins: args.allow_origin,
+                    max_body_bytes: args.max_body_bytes,
+                };
+                let (bound, task) = http::serve(host.clone(), options, shutdown.clone()).await?;
+                let endpoint = format!("http://{bound}/mcp");
+                if show_banner {
+                    eprint!("{}", banner::render(&host, &endpoint));
+                } else {
+                    eprintln!("skillbox: serving MCP at {endpoint}");
+                }
+                let _ = tokio::signal::ctrl_c().await;
+                shutdown.cancel();
+                let _ = task.await;
+            }
+        }
+        anyhow::Ok(())
+    })?;
+    Ok(ExitCode::SUCCESS)
+}

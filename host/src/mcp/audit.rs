@@ -1,0 +1,116 @@
+//! The audit log: one JSON line per tool call, appended.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use serde::Serialize;
+
+/// One tool call, as recorded.
+#[derive(Debug, Clone, Serialize)]
+pub struct Record {
+    /// RFC 3339, UTC.
+    pub time: String,
+    /// The MCP client's name and version, when it said them.
+    pub client: Option<String>,
+    pub tool: String,
+    pub skill: Option<String>,
+    pub source: Option<String>,
+    pub component: Option<String>,
+    pub component_digest: Option<String>,
+    pub grants: Option<String>,
+    pub argument_bytes: usize,
+    /// `ok`, or the error's code (`timeout`, `invalid_arguments`, …).
+    pub outcome: String,
+    pub duration_ms: f64,
+    pub fuel: Option<u64>,
+}
+
+pub struct AuditLog {
+    path: PathBuf,
+    file: Mutex<File>,
+}
+
+impl AuditLog {
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        Ok(AuditLog {
+            path: path.to_path_buf(),
+            file: Mutex::new(file),
+        })
+    }
+
+    /// `$SKILLBOX_STATE_DIR`, `$XDG_STATE_HOME/skillbox`, or
+    /// `~/.local/state/skillbox`, then `audit.jsonl`.
+    pub fn default_path() -> Option<PathBuf> {
+        let dir = std::env::var_os("SKILLBOX_STATE_DIR")
+            .map(PathBuf::from)
+            .or_else(|| {
+                std::env::var_os("XDG_STATE_HOME").map(|d| PathBuf::from(d).join("skillbox"))
+            })
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state/skillbox"))
+            })?;
+        Some(dir.join("audit.jsonl"))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends a record. Each record is written with one `write_all` under
+    /// the lock, so concurrent calls never interleave lines. A failed write
+    /// is logged, not fatal: the call already happened.
+    pub fn append(&self, record: &Record) {
+        let Ok(mut line) = serde_json::to_vec(record) else {
+            return;
+        };
+        line.push(b'\n');
+        let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = file.write_all(&line) {
+            tracing::warn!("cannot append to the audit log: {e}");
+        }
+    }
+}
+
+/// Now, as RFC 3339 UTC with milliseconds.
+pub fn now_rfc3339() -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = now.as_secs() as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        now.subsec_millis()
+    )
+}
+
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (yoe + era * 400 + i64::from(m <= 2), m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn formats_the_epoch() {
+        assert_eq!(super::civil_from_days(0), (1970, 1, 1));
+        assert_eq!(super::civil_from_days(20_422), (2025, 12, 1));
+    }
+}

@@ -1,0 +1,447 @@
+//! The tools skillbox itself serves: `load_skill`, `read_skill_file` and
+//! `run_script`.
+
+use std::sync::Arc;
+
+use rmcp::model::{CallToolResult, Tool, ToolAnnotations};
+use serde_json::{Map, Value, json};
+
+use super::calls::{ProgressSink, supervise};
+use super::host::{CallRecord, Host};
+use super::results;
+use crate::sandbox::SideEffect;
+use crate::skill::files::{ReadError, SkillDir};
+use crate::skill::{Catalog, Skill, invoke, policy, tools};
+
+pub const LOAD_SKILL: &str = "load_skill";
+pub const READ_SKILL_FILE: &str = "read_skill_file";
+pub const RUN_SCRIPT: &str = "run_script";
+
+/// Longest description shown per skill in the catalog, to keep it cheap.
+const CATALOG_DESCRIPTION_CHARS: usize = 300;
+/// Files larger than this are not read by `read_skill_file`.
+const MAX_SKILL_FILE: u64 = 1024 * 1024;
+const DEFAULT_LINES: usize = 200;
+const MAX_LINES: usize = 1000;
+
+/// The guest-visible name of a skill's folder in rendered bodies.
+pub fn skill_dir_uri(skill: &str) -> String {
+    format!("skill://{skill}")
+}
+
+fn schema(value: Value) -> Arc<Map<String, Value>> {
+    match value {
+        Value::Object(map) => Arc::new(map),
+        _ => unreachable!("tool schemas are objects"),
+    }
+}
+
+fn read_only() -> ToolAnnotations {
+    ToolAnnotations::new()
+        .read_only(true)
+        .destructive(false)
+        .idempotent(true)
+        .open_world(false)
+}
+
+/// The host tools, with `load_skill`'s description as the catalog.
+pub fn definitions(catalog: &Catalog) -> Vec<Tool> {
+    let visible: Vec<&Arc<Skill>> = catalog.model_visible().collect();
+    let names: Vec<&str> = visible.iter().map(|s| s.name()).collect();
+    let mut listing = String::from(
+        "Load a skill's instructions before doing a task it covers, then follow them. \
+         Returns the skill's steps and its tools, references and scripts. Skills:\n",
+    );
+    for skill in &visible {
+        listing.push_str(&format!(
+            "- {}: {}\n",
+            skill.name(),
+            shorten(&skill.meta.description, CATALOG_DESCRIPTION_CHARS)
+        ));
+    }
+    if visible.is_empty() {
+        listing.push_str("(none loaded)\n");
+    }
+    let name_schema = if names.is_empty() {
+        json!({"type": "string", "description": "No skills are loaded."})
+    } else {
+        json!({"type": "string", "enum": names, "description": "The skill to load."})
+    };
+    vec![
+        Tool::new(
+            LOAD_SKILL,
+            listing.trim_end().to_string(),
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "name": name_schema,
+                    "arguments": {"type": "string", "description": "Optional text substituted for $ARGUMENTS in the skill."}
+                },
+                "required": ["name"],
+                "additionalProperties": false
+            })),
+        )
+        .with_annotations(read_only()),
+        Tool::new(
+            READ_SKILL_FILE,
+            "Read a file of a skill (its SKILL.md or references/…), by line range. Use when a \
+             loaded skill points to a reference. Not for workspace files (use the skill's tools).",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "skill": {"type": "string", "description": "The skill's name."},
+                    "path": {"type": "string", "description": "Path inside the skill folder, e.g. references/patterns.md."},
+                    "start_line": {"type": "integer", "minimum": 1, "description": "First line, 1-based (default 1)."},
+                    "max_lines": {"type": "integer", "minimum": 1, "maximum": MAX_LINES, "description": "Lines to return (default 200)."}
+                },
+                "required": ["skill", "path"],
+                "additionalProperties": false
+            })),
+        )
+        .with_annotations(read_only()),
+        Tool::new(
+            RUN_SCRIPT,
+            "Run a script of a loaded skill in the sandbox with arguments and optional stdin; \
+             returns its exit code, stdout and stderr. Use when a skill's steps name a script. \
+             Not for arbitrary commands: only scripts a skill ships can run.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "skill": {"type": "string", "description": "The skill's name."},
+                    "script": {"type": "string", "description": "The script's name, as load_skill lists it."},
+                    "args": {"type": "array", "items": {"type": "string"}, "description": "Arguments (default none)."},
+                    "stdin": {"type": "string", "description": "Text given on standard input (default empty)."}
+                },
+                "required": ["skill", "script"],
+                "additionalProperties": false
+            })),
+        )
+        .with_annotations(
+            ToolAnnotations::new()
+                .read_only(false)
+                .destructive(false)
+                .idempotent(false)
+                .open_world(false),
+        ),
+    ]
+}
+
+/// A skill tool as an MCP tool.
+pub fn skill_tool_definition(tool: &tools::SkillTool) -> Tool {
+    use crate::skill::Effect;
+    let annotations = match tool.effect {
+        Effect::Read => read_only(),
+        Effect::Write => ToolAnnotations::new()
+            .read_only(false)
+            .destructive(false)
+            .idempotent(false)
+            .open_world(false),
+        Effect::Destructive => ToolAnnotations::new()
+            .read_only(false)
+            .destructive(true)
+            .idempotent(false)
+            .open_world(false),
+    };
+    let description = if tool.description.is_empty() {
+        format!("{} (no description given by the skill)", tool.function)
+    } else {
+        tool.description.clone()
+    };
+    Tool::new(
+        tool.name.clone(),
+        description,
+        schema(tool.input_schema.clone()),
+    )
+    .with_annotations(annotations)
+}
+
+fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        None => text.to_string(),
+        Some((cut, _)) => format!("{}…", text[..cut].trim_end()),
+    }
+}
+
+/// Reads a string argument, or says which is missing.
+fn string_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, CallToolResult> {
+    args.get(key).and_then(Value::as_str).ok_or_else(|| {
+        results::error(format!(
+            "invalid arguments: `{key}` is required and must be a string. Nothing was run."
+        ))
+    })
+}
+
+fn find_skill(catalog: &Catalog, name: &str) -> Result<Arc<Skill>, CallToolResult> {
+    catalog.get(name).cloned().ok_or_else(|| {
+        let names: Vec<&str> = catalog.model_visible().map(|s| s.name()).collect();
+        results::error(format!(
+            "no skill named `{name}`. Loaded skills: {}. Check the name in load_skill's list.",
+            names.join(", ")
+        ))
+    })
+}
+
+/// `load_skill`: the body, and the skill's tools, references and scripts.
+pub fn load_skill(
+    host: &Host,
+    catalog: &Catalog,
+    args: &Map<String, Value>,
+) -> Result<(Arc<Skill>, CallToolResult), CallToolResult> {
+    let name = string_arg(args, "name")?;
+    let skill = find_skill(catalog, name)?;
+    if !skill.model_invocable() {
+        return Err(results::error(format!(
+            "skill `{name}` can only be invoked by the user (disable-model-invocation); ask the user to run it"
+        )));
+    }
+    let arguments = args.get("arguments").and_then(Value::as_str).unwrap_or("");
+    let body = invoke::substitute(&skill.body, arguments, &skill_dir_uri(name));
+    let skill_tools = host.tools_of(&skill);
+    let scripts: Vec<Value> = skill
+        .manifest
+        .iter()
+        .flat_map(|m| &m.scripts)
+        .map(|s| json!({"name": s.name(), "usage": s.usage}))
+        .collect();
+    let tool_list: Vec<Value> = skill_tools
+        .iter()
+        .map(|t| json!({"name": t.name, "description": t.description}))
+        .collect();
+
+    let mut text = format!("# Skill: {name}\n\n{}\n", body.trim_end());
+    if !tool_list.is_empty() {
+        text.push_str("\n## Tools of this skill\n");
+        for t in skill_tools.iter() {
+            text.push_str(&format!("- `{}`: {}\n", t.name, t.description));
+        }
+    }
+    if !scripts.is_empty() {
+        text.push_str("\n## Scripts (call run_script with skill and script)\n");
+        for s in skill.manifest.iter().flat_map(|m| &m.scripts) {
+            text.push_str(&format!("- `{}`: {}\n", s.name(), s.usage));
+        }
+    }
+    if !skill.references.is_empty() {
+        text.push_str(&format!("\n## References (read_skill_file with skill \"{name}\", or resources skill://{name}/…)\n"));
+        for r in &skill.references {
+            text.push_str(&format!("- {r}\n"));
+        }
+    }
+    let result = results::text_and_structure(
+        text,
+        json!({
+            "skill": name,
+            "tools": tool_list,
+            "scripts": scripts,
+            "references": skill.references,
+        }),
+    );
+    Ok((skill, result))
+}
+
+/// `read_skill_file`: a bounded line range of a file inside a skill.
+pub fn read_skill_file(
+    catalog: &Catalog,
+    args: &Map<String, Value>,
+    budget: usize,
+) -> CallToolResult {
+    let run = || -> Result<CallToolResult, CallToolResult> {
+        let skill = find_skill(catalog, string_arg(args, "skill")?)?;
+        let path = string_arg(args, "path")?;
+        let start = args
+            .get("start_line")
+            .and_then(Value::as_u64)
+            .unwrap_or(1)
+            .max(1) as usize;
+        let max = (args
+            .get("max_lines")
+            .and_then(Value::as_u64)
+            .unwrap_or(DEFAULT_LINES as u64) as usize)
+            .clamp(1, MAX_LINES);
+        let dir = SkillDir::open(&skill.dir)
+            .map_err(|e| results::error(format!("cannot open the skill folder: {e}")))?;
+        let bytes = dir.read_bounded(path, MAX_SKILL_FILE).map_err(|e| {
+            let hint = match e {
+                ReadError::NotFound => format!(
+                    " Files of this skill: {}",
+                    std::iter::once("SKILL.md".to_string())
+                        .chain(skill.references.iter().cloned())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                _ => String::new(),
+            };
+            results::error(format!(
+                "cannot read `{path}` in skill `{}`: {e}.{hint}",
+                skill.name()
+            ))
+        })?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            results::error(format!(
+                "`{path}` is not a text file; only text files can be read this way"
+            ))
+        })?;
+        Ok(line_window(&text, path, start, max, budget))
+    };
+    run().unwrap_or_else(|e| e)
+}
+
+/// Lines `start..start+max` of `text`, numbered, with a note on the rest.
+fn line_window(text: &str, path: &str, start: usize, max: usize, budget: usize) -> CallToolResult {
+    let lines: Vec<&str> = text.lines().collect();
+    let total = lines.len();
+    if start > total.max(1) {
+        return results::error(format!(
+            "`{path}` has {total} lines; start_line must be 1 to {total}"
+        ));
+    }
+    let mut out = String::new();
+    let mut last = start.saturating_sub(1);
+    for (i, line) in lines.iter().enumerate().skip(start - 1).take(max) {
+        let numbered = format!("{:>5}  {line}\n", i + 1);
+        if out.len() + numbered.len() > budget && !out.is_empty() {
+            break;
+        }
+        out.push_str(&numbered);
+        last = i + 1;
+    }
+    if last < total {
+        out.push_str(&format!(
+            "\n[lines {start}-{last} of {total}; call read_skill_file again with start_line={} for more]\n",
+            last + 1
+        ));
+    }
+    results::text_and_structure(
+        out,
+        json!({"path": path, "start_line": start, "end_line": last, "total_lines": total}),
+    )
+}
+
+/// `run_script`: a skill's command component in the sandbox.
+pub async fn run_script(
+    host: &Host,
+    catalog: &Catalog,
+    args: &Map<String, Value>,
+    client: Option<String>,
+    ct: &tokio_util::sync::CancellationToken,
+    progress: Option<ProgressSink>,
+) -> CallToolResult {
+    let prepared = (|| {
+        let skill = find_skill(catalog, string_arg(args, "skill")?)?;
+        let script_name = string_arg(args, "script")?.to_string();
+        let Some(script) = skill
+            .manifest
+            .as_ref()
+            .and_then(|m| m.script(&script_name))
+            .cloned()
+        else {
+            let names = skill.script_names();
+            return Err(results::error(format!(
+                "skill `{}` has no script `{script_name}`; its scripts: {}",
+                skill.name(),
+                if names.is_empty() {
+                    "none".to_string()
+                } else {
+                    names.join(", ")
+                }
+            )));
+        };
+        let argv_tail: Vec<String> = match args.get("args") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| v.as_str().map(String::from))
+                .collect::<Option<_>>()
+                .ok_or_else(|| {
+                    results::error(
+                        "invalid arguments: `args` must be an array of strings. Nothing was run.",
+                    )
+                })?,
+            Some(_) => {
+                return Err(results::error(
+                    "invalid arguments: `args` must be an array of strings. Nothing was run.",
+                ));
+            }
+        };
+        let stdin = args
+            .get("stdin")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .as_bytes()
+            .to_vec();
+        Ok((skill, script, argv_tail, stdin))
+    })();
+    let (skill, script, argv_tail, stdin) = match prepared {
+        Ok(p) => p,
+        Err(e) => return e,
+    };
+    let dir = match SkillDir::open(&skill.dir) {
+        Ok(d) => d,
+        Err(e) => return results::error(format!("cannot open the skill folder: {e}")),
+    };
+    let component = match tools::load(&dir, &script.component, &host.sandbox) {
+        Ok(c) => c,
+        Err(e) => return results::error(format!("cannot load the script: {e}")),
+    };
+    let resolved = policy::grants(&skill, &host.options.policy);
+    let limits = policy::limits(&skill, SideEffect::Script, &host.options.overrides);
+    let mut argv = vec![script.name()];
+    argv.extend(argv_tail);
+    let arguments = Value::Object(args.clone());
+    let record = CallRecord {
+        client,
+        tool: RUN_SCRIPT,
+        skill: Some(&skill),
+        component: Some((&script.component, &component.digest)),
+        grants: Some(resolved.grants.summary()),
+        arguments: &arguments,
+    };
+    let call = async {
+        let outcome = host
+            .sandbox
+            .run_script(&component, argv, stdin, &resolved.grants, &limits)
+            .await?;
+        let usage = outcome.usage;
+        Ok((outcome, usage))
+    };
+    match supervise(host, &record, ct, progress, call).await {
+        Ok(outcome) => {
+            let budget = host.options.output_budget;
+            let (stdout, _) = results::cut_head_tail(
+                &outcome.stdout,
+                budget * 3 / 4,
+                Some("narrower script arguments"),
+            );
+            let (stderr, _) = results::cut_head_tail(&outcome.stderr, budget / 4, None);
+            let mut text = format!("exit code {}\n", outcome.exit_code);
+            if !stdout.is_empty() {
+                text.push_str(&format!("--- stdout ---\n{stdout}"));
+            }
+            if !stderr.is_empty() {
+                text.push_str(&format!("\n--- stderr ---\n{stderr}"));
+            }
+            for note in &resolved.notes {
+                text.push_str(&format!("\nnote: {note}"));
+            }
+            results::text_and_structure(
+                text,
+                json!({
+                    "exit_code": outcome.exit_code,
+                    "stdout": stdout,
+                    "stderr": stderr,
+                }),
+            )
+        }
+        Err(e) => results::error(with_notes(e.to_string(), &resolved.notes)),
+    }
+}
+
+/// Appends grant notes to an error, so a model learns that a missing grant,
+/// not its request, may be the cause.
+pub fn with_notes(message: String, notes: &[String]) -> String {
+    if notes.is_empty() {
+        message
+    } else {
+        format!("{message}\nnote: {}", notes.join("\nnote: "))
+    }
+}

@@ -1,0 +1,108 @@
+//! MCP over Streamable HTTP at `/mcp`.
+//!
+//! Loopback by default, with `Host` and `Origin` validated against loopback
+//! names (the DNS-rebinding defence) and a request-body cap. rmcp speaks
+//! both the session style of 2025-11-25 and the stateless style of
+//! 2026-07-28, chosen per request by the negotiated protocol version.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use tokio_util::sync::CancellationToken;
+
+use super::handler::Session;
+use super::host::Host;
+
+/// How the HTTP endpoint is exposed.
+#[derive(Debug, Clone)]
+pub struct HttpOptions {
+    pub addr: SocketAddr,
+    /// Extra `Host` names accepted besides loopback ones.
+    pub allowed_hosts: Vec<String>,
+    /// Extra browser origins accepted besides loopback ones.
+    pub allowed_origins: Vec<String>,
+    pub max_body_bytes: usize,
+}
+
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Parses `--http ADDR`: `PORT`, `:PORT`, `HOST:PORT`; a bare port binds
+/// 127.0.0.1.
+pub fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+    let text = text.trim();
+    let candidate = if let Ok(port) = text.trim_start_matches(':').parse::<u16>() {
+        format!("127.0.0.1:{port}")
+    } else {
+        text.to_string()
+    };
+    candidate.parse().map_err(|_| {
+        format!("--http {text}: not an address; use PORT, 127.0.0.1:PORT or [::1]:PORT")
+    })
+}
+
+fn config(options: &HttpOptions, shutdown: CancellationToken) -> StreamableHttpServerConfig {
+    let port = options.addr.port();
+    let mut hosts: Vec<String> = ["localhost", "127.0.0.1", "[::1]", "::1"]
+        .iter()
+        .flat_map(|h| [h.to_string(), format!("{h}:{port}")])
+        .collect();
+    hosts.extend(options.allowed_hosts.iter().cloned());
+    let mut origins: Vec<String> = ["http://localhost:*", "http://127.0.0.1:*", "http://[::1]:*"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    origins.extend(options.allowed_origins.iter().cloned());
+    StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_allowed_origins(origins)
+        .enforce_origin_validation()
+        .with_max_request_body_bytes(options.max_body_bytes)
+        .with_cancellation_token(shutdown)
+}
+
+/// Binds and serves until `shutdown` is cancelled. Returns the bound
+/// address once listening (port 0 picks a free port).
+pub async fn serve(
+    host: Arc<Host>,
+    options: HttpOptions,
+    shutdown: CancellationToken,
+) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", options.addr))?;
+    let bound = listener.local_addr()?;
+    let bound_options = HttpOptions {
+        addr: bound,
+        ..options
+    };
+    let service = StreamableHttpService::new(
+        move || Ok(Session::new(host.clone())),
+        Arc::new(LocalSessionManager::default()),
+        config(&bound_options, shutdown.clone()),
+    );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let task = tokio::spawn(async move {
+        let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+            shutdown.cancelled().await;
+        });
+        if let Err(e) = server.await {
+            tracing::error!("HTTP server stopped: {e}");
+        }
+    });
+    Ok((bound, task))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_addr;
+
+    #[test]
+    fn a_bare_port_binds_loopback() {
+        assert_eq!(parse_addr("8080").unwrap().to_string(), "127.0.0.1:8080");
+        assert_eq!(parse_addr(":9").unwrap().to_string(), "127.0.0.1:9");
+        assert_eq!(parse_addr("[::1]:80").unwrap().to_string(), "[::1]:80");
+        assert!(parse_addr("localhost").is_err());
+    }
+}

@@ -1,0 +1,25 @@
+//! The MCP server: skills and sandboxed tools to any agent, over stdio and
+//! Streamable HTTP.
+//!
+//! ```text
+//! stdio (line gate) ─┐
+//!                    ├─> Session (ServerHandler) ─> Host (catalog, sandbox, audit)
+//! HTTP /mcp ─────────┘      load_skill · read_skill_file · run_script · <skill>__<fn>
+//!                           resources skill://… · prompts · reload watcher
+//! ```
+
+pub mod audit;
+pub mod banner;
+mod calls;
+pub mod handler;
+pub mod host;
+pub mod host_tools;
+pub mod http;
+pub mod prompts;
+pub mod reload;
+pub mod resources;
+pub mod results;
+pub mod stdio;
+
+pub use handler::Session;
+pub use host::{Host, ServeOptions, ToolsMode};

@@ -1,0 +1,82 @@
+//! Reloading the catalog when skill folders change.
+//!
+//! Polling a cheap fingerprint (path, size and modification time of every
+//! file below each source) works the same on every filesystem, network and
+//! container mounts included, where change notification is unreliable.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::host::Host;
+use crate::skill::discover::MAX_ENTRIES;
+
+/// A hash of every file's path, size and modification time below the roots.
+pub fn fingerprint(roots: &[&Path]) -> u64 {
+    let mut hasher = DefaultHasher::new();
+    let mut budget = MAX_ENTRIES;
+    for root in roots {
+        root.hash(&mut hasher);
+        walk(root, 0, &mut hasher, &mut budget);
+    }
+    hasher.finish()
+}
+
+fn walk(dir: &Path, depth: usize, hasher: &mut DefaultHasher, budget: &mut usize) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+    entries.sort_by_key(|e| e.file_name());
+    for entry in entries {
+        if *budget == 0 || depth > 8 {
+            return;
+        }
+        *budget -= 1;
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with('.') || name == "target" || name == "node_modules" {
+            continue;
+        }
+        let Ok(meta) = entry.metadata() else { continue };
+        name.hash(hasher);
+        meta.len().hash(hasher);
+        meta.modified().ok().hash(hasher);
+        if meta.is_dir() {
+            walk(&entry.path(), depth + 1, hasher, budget);
+        }
+    }
+}
+
+/// Watches the sources and reloads on change, until the host is dropped.
+pub async fn watch(host: Arc<Host>, interval: Duration) {
+    let sources = host.options.sources.sources();
+    let roots: Vec<&Path> = sources.iter().map(|s| s.root.as_path()).collect();
+    let mut last = fingerprint(&roots);
+    loop {
+        tokio::time::sleep(interval).await;
+        let now = fingerprint(&roots);
+        if now == last {
+            continue;
+        }
+        last = now;
+        let before: Vec<String> = host
+            .catalog()
+            .skills()
+            .map(|s| format!("{}@{}", s.name(), s.digest))
+            .collect();
+        let catalog = host.reload();
+        let after: Vec<String> = catalog
+            .skills()
+            .map(|s| format!("{}@{}", s.name(), s.digest))
+            .collect();
+        for d in catalog.diagnostics().iter().filter(|d| d.is_error()) {
+            tracing::warn!("reload: {d}");
+        }
+        tracing::info!("skills changed; reloaded {} skills", catalog.len());
+        if before != after || !catalog.diagnostics().is_empty() {
+            host.broadcast_list_changed().await;
+        }
+    }
+}

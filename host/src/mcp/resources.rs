@@ -1,0 +1,138 @@
+//! Skill files as MCP resources: `skill://<name>/SKILL.md` and every file
+//! under `references/`, read through the skill folder's capability handle.
+
+use base64::Engine;
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
+    ResourceContents, ResourceTemplate,
+};
+
+use crate::skill::Catalog;
+use crate::skill::files::{ReadError, SkillDir};
+use crate::skill::model::SKILL_FILE;
+
+/// Resources per page of `resources/list`.
+pub const PAGE_SIZE: usize = 50;
+/// Largest resource served.
+const MAX_RESOURCE_BYTES: u64 = 1024 * 1024;
+
+pub fn uri(skill: &str, path: &str) -> String {
+    format!("skill://{skill}/{path}")
+}
+
+/// The MIME type of a skill file, by extension.
+pub fn mime_type(path: &str) -> &'static str {
+    match path.rsplit('.').next().unwrap_or("") {
+        "md" | "markdown" => "text/markdown",
+        "txt" | "log" => "text/plain",
+        "json" => "application/json",
+        "yaml" | "yml" => "application/yaml",
+        "csv" => "text/csv",
+        "html" | "htm" => "text/html",
+        "png" => "image/png",
+        "jpg" | "jpeg" => "image/jpeg",
+        "svg" => "image/svg+xml",
+        "pdf" => "application/pdf",
+        "wasm" => "application/wasm",
+        _ => "text/plain",
+    }
+}
+
+fn all(catalog: &Catalog) -> Vec<Resource> {
+    let mut out = Vec::new();
+    for skill in catalog.skills() {
+        let size = |rel: &str| std::fs::metadata(skill.dir.join(rel)).map(|m| m.len()).ok();
+        let mut main = Resource::new(
+            uri(skill.name(), SKILL_FILE),
+            format!("{}/{SKILL_FILE}", skill.name()),
+        )
+        .with_description(format!("Instructions of the `{}` skill", skill.name()))
+        .with_mime_type("text/markdown");
+        if let Some(n) = size(SKILL_FILE) {
+            main = main.with_size(n);
+        }
+        out.push(main);
+        for rel in &skill.references {
+            let mut r = Resource::new(uri(skill.name(), rel), format!("{}/{rel}", skill.name()))
+                .with_description(format!(
+                    "Reference material of the `{}` skill",
+                    skill.name()
+                ))
+                .with_mime_type(mime_type(rel));
+            if let Some(n) = size(rel) {
+                r = r.with_size(n);
+            }
+            out.push(r);
+        }
+    }
+    out
+}
+
+/// One page of resources; the cursor is the index of the next one.
+pub fn list(catalog: &Catalog, cursor: Option<&str>) -> Result<ListResourcesResult, McpError> {
+    let start = match cursor {
+        None => 0,
+        Some(c) => c.parse::<usize>().map_err(|_| {
+            McpError::invalid_params(
+                format!("invalid cursor `{c}`; pass the nextCursor of the previous page"),
+                None,
+            )
+        })?,
+    };
+    let items = all(catalog);
+    let page: Vec<Resource> = items.iter().skip(start).take(PAGE_SIZE).cloned().collect();
+    let mut result = ListResourcesResult::with_all_items(page);
+    let next = start + PAGE_SIZE;
+    result.next_cursor = (next < items.len()).then(|| next.to_string());
+    Ok(result)
+}
+
+pub fn templates() -> ListResourceTemplatesResult {
+    ListResourceTemplatesResult::with_all_items(vec![
+        ResourceTemplate::new("skill://{name}/{path}", "skill-file").with_description(
+            "Any file inside a skill's folder, e.g. skill://log-inspect/references/patterns.md",
+        ),
+    ])
+}
+
+/// Reads `skill://<name>/<path>`.
+pub fn read(catalog: &Catalog, resource_uri: &str) -> Result<ReadResourceResult, McpError> {
+    let rest = resource_uri.strip_prefix("skill://").ok_or_else(|| {
+        McpError::invalid_params(
+            format!("`{resource_uri}` is not a skill resource; use skill://<name>/<path>"),
+            None,
+        )
+    })?;
+    let (name, path) = rest.split_once('/').ok_or_else(|| {
+        McpError::invalid_params(
+            format!("`{resource_uri}` names no file; use skill://<name>/<path>"),
+            None,
+        )
+    })?;
+    let skill = catalog
+        .get(name)
+        .ok_or_else(|| McpError::resource_not_found(format!("no skill named `{name}`"), None))?;
+    let dir = SkillDir::open(&skill.dir)
+        .map_err(|e| McpError::internal_error(format!("cannot open skill `{name}`: {e}"), None))?;
+    let bytes = dir
+        .read_bounded(path, MAX_RESOURCE_BYTES)
+        .map_err(|e| match e {
+            ReadError::NotFound => {
+                McpError::resource_not_found(format!("skill `{name}` has no file `{path}`"), None)
+            }
+            other => McpError::invalid_params(
+                format!("cannot read `{path}` in skill `{name}`: {other}"),
+                None,
+            ),
+        })?;
+    let mime = mime_type(path);
+    let contents = match String::from_utf8(bytes) {
+        Ok(text) => ResourceContents::text(text, resource_uri),
+        Err(e) => ResourceContents::blob(
+            base64::engine::general_purpose::STANDARD.encode(e.into_bytes()),
+            resource_uri,
+        ),
+    };
+    Ok(ReadResourceResult::new(vec![contents.with_mime_type(mime)]))
+}

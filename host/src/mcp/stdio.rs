@@ -1,0 +1,175 @@
+//! MCP over stdio, behind a line gate.
+//!
+//! rmcp silently ignores input that is not JSON (as other SDKs do). A
+//! client's author debugging a broken client needs an answer, so every line
+//! passes this gate first: a line that is not JSON gets a JSON-RPC parse
+//! error (-32700), a line over the size limit gets an invalid-request error
+//! (-32600) without being buffered whole, and everything else goes on to
+//! rmcp, which answers wrong shapes and unknown methods itself. Either way
+//! the next line is served. stdout carries only protocol messages.
+
+use std::sync::Arc;
+
+use rmcp::ServiceExt;
+use serde_json::json;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::mpsc;
+
+use super::handler::Session;
+use super::host::Host;
+
+/// Longest request line accepted.
+pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Serves one client on this process's stdin and stdout until stdin closes.
+pub async fn serve(host: Arc<Host>) -> anyhow::Result<()> {
+    serve_on(host, tokio::io::stdin(), tokio::io::stdout()).await
+}
+
+/// Serves one client on any byte streams (tests use in-memory pipes).
+pub async fn serve_on(
+    host: Arc<Host>,
+    input: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+) -> anyhow::Result<()> {
+    let (to_rmcp, rmcp_in) = tokio::io::duplex(1 << 16);
+    let (rmcp_out, from_rmcp) = tokio::io::duplex(1 << 16);
+    let (lines_tx, lines_rx) = mpsc::channel::<Vec<u8>>(64);
+
+    let writer = tokio::spawn(write_lines(lines_rx, output));
+    let forward = tokio::spawn(forward_lines(BufReader::new(from_rmcp), lines_tx.clone()));
+    let gate = tokio::spawn(gate(BufReader::new(input), to_rmcp, lines_tx));
+
+    let service = Session::new(host).serve((rmcp_in, rmcp_out)).await?;
+    let _ = service.waiting().await;
+    gate.abort();
+    let _ = forward.await;
+    let _ = writer.await;
+    Ok(())
+}
+
+/// Owns the output: whole lines only, so replies never interleave.
+async fn write_lines(mut lines: mpsc::Receiver<Vec<u8>>, mut output: impl AsyncWrite + Unpin) {
+    while let Some(line) = lines.recv().await {
+        if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn forward_lines(mut from_rmcp: impl AsyncBufRead + Unpin, lines: mpsc::Sender<Vec<u8>>) {
+    loop {
+        let mut line = Vec::new();
+        match from_rmcp.read_until(b'\n', &mut line).await {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {
+                if lines.send(line).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+enum Line {
+    Complete(Vec<u8>),
+    TooLong(usize),
+    Eof,
+}
+
+/// Reads one line, keeping at most `MAX_LINE_BYTES` of it in memory.
+async fn read_line(input: &mut (impl AsyncBufRead + Unpin)) -> std::io::Result<Line> {
+    let mut line = Vec::new();
+    let mut seen = 0usize;
+    loop {
+        let available = input.fill_buf().await?;
+        if available.is_empty() {
+            return Ok(match (seen, line.is_empty()) {
+                (0, _) => Line::Eof,
+                (n, _) if n > MAX_LINE_BYTES => Line::TooLong(n),
+                _ => Line::Complete(line),
+            });
+        }
+        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (&available[..=i], true),
+            None => (available, false),
+        };
+        let len = chunk.len();
+        seen += len;
+        if seen <= MAX_LINE_BYTES {
+            line.extend_from_slice(chunk);
+        } else {
+            line = Vec::new();
+        }
+        input.consume(len);
+        if done {
+            return Ok(if seen > MAX_LINE_BYTES {
+                Line::TooLong(seen)
+            } else {
+                Line::Complete(line)
+            });
+        }
+    }
+}
+
+async fn gate(
+    mut input: impl AsyncBufRead + Unpin,
+    mut to_rmcp: impl AsyncWrite + Unpin,
+    replies: mpsc::Sender<Vec<u8>>,
+) {
+    loop {
+        let line = match read_line(&mut input).await {
+            Ok(Line::Eof) | Err(_) => break,
+            Ok(line) => line,
+        };
+        let error = match line {
+            Line::TooLong(n) => Some((
+                -32600,
+                format!(
+                    "Invalid Request: the line is {n} bytes, over the {MAX_LINE_BYTES}-byte limit; it was discarded"
+                ),
+            )),
+            Line::Complete(bytes) => {
+                let text = trim_line(&bytes);
+                if text.is_empty() {
+                    continue;
+                }
+                match serde_json::from_slice::<serde::de::IgnoredAny>(text) {
+                    Ok(_) => {
+                        if to_rmcp.write_all(text).await.is_err()
+                            || to_rmcp.write_all(b"\n").await.is_err()
+                        {
+                            break;
+                        }
+                        None
+                    }
+                    Err(e) => Some((
+                        -32700,
+                        format!(
+                            "Parse error: the line is not JSON ({e}); send one JSON-RPC message per line"
+                        ),
+                    )),
+                }
+            }
+            Line::Eof => unreachable!("handled above"),
+        };
+        if let Some((code, message)) = error {
+            let reply =
+                json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+            let mut bytes = serde_json::to_vec(&reply).unwrap_or_default();
+            bytes.push(b'\n');
+            if replies.send(bytes).await.is_err() {
+                break;
+            }
+        }
+    }
+    let _ = to_rmcp.shutdown().await;
+}
+
+fn trim_line(bytes: &[u8]) -> &[u8] {
+    let mut end = bytes.len();
+    while end > 0 && matches!(bytes[end - 1], b'\n' | b'\r' | b' ' | b'\t') {
+        end -= 1;
+    }
+    &bytes[..end]
+}

@@ -1,0 +1,114 @@
+//! An MCP client for tests: rmcp's client over the real binary's stdio or
+//! over HTTP, recording the notifications the server sends.
+
+use std::sync::{Arc, Mutex};
+
+use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
+use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ServiceExt};
+use serde_json::Value;
+use tokio::sync::Notify;
+
+/// Notifications received, in order, by name.
+#[derive(Clone, Default)]
+pub struct Recorder {
+    pub events: Arc<Mutex<Vec<String>>>,
+    pub changed: Arc<Notify>,
+}
+
+impl Recorder {
+    pub fn count(&self, name: &str) -> usize {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.as_str() == name)
+            .count()
+    }
+
+    fn push(&self, name: &str) {
+        self.events.lock().unwrap().push(name.to_string());
+        self.changed.notify_waiters();
+    }
+
+    /// Waits until `name` has been received at least `n` times.
+    pub async fn wait_for(&self, name: &str, n: usize, within: std::time::Duration) -> bool {
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let notified = self.changed.notified();
+            if self.count(name) >= n {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, notified).await.is_err() {
+                return self.count(name) >= n;
+            }
+        }
+    }
+}
+
+impl ClientHandler for Recorder {
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.push("tools/list_changed");
+    }
+
+    async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.push("resources/list_changed");
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.push("prompts/list_changed");
+    }
+
+    async fn on_progress(
+        &self,
+        _params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.push("progress");
+    }
+}
+
+pub type Client = RunningService<RoleClient, Recorder>;
+
+/// Starts `skillbox serve ARGS…` and connects to it over stdio.
+pub async fn connect_stdio(args: &[&str]) -> (Client, Recorder) {
+    let mut cmd = tokio::process::Command::new(crate::skillbox_bin());
+    cmd.arg("serve").args(args).current_dir(crate::repo()).env(
+        "SKILLBOX_CACHE_DIR",
+        crate::repo().join("target/test-cache"),
+    );
+    let (transport, _) = TokioChildProcess::builder(cmd)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("spawn skillbox serve");
+    let recorder = Recorder::default();
+    let client = recorder
+        .clone()
+        .serve(transport)
+        .await
+        .expect("MCP handshake");
+    (client, recorder)
+}
+
+/// Calls a tool with JSON object arguments.
+pub async fn call(client: &Client, name: &str, args: Value) -> CallToolResult {
+    let Value::Object(map) = args else {
+        panic!("arguments must be an object")
+    };
+    client
+        .peer()
+        .call_tool(CallToolRequestParams::new(name.to_string()).with_arguments(map))
+        .await
+        .unwrap_or_else(|e| panic!("tools/call {name}: {e}"))
+}
+
+/// The text of a result's first content block.
+pub fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .first()
+        .and_then(|c| c.as_text())
+        .map(|t| t.text.clone())
+        .unwrap_or_default()
+}

@@ -1,0 +1,238 @@
+//! The wire: bad input lines over stdio, and Streamable HTTP with its
+//! Host/Origin checks and body limit.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use rmcp::ServiceExt;
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::{Value, json};
+use skillbox_e2e::mcp::{Recorder, call};
+use skillbox_e2e::{repo, skillbox_bin};
+
+struct Raw {
+    child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Raw {
+    fn start() -> Raw {
+        let mut child = Command::new(skillbox_bin())
+            .args(["serve", "--no-audit"])
+            .current_dir(repo())
+            .env("SKILLBOX_CACHE_DIR", repo().join("target/test-cache"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        Raw { child, lines }
+    }
+
+    fn send(&mut self, line: &[u8]) {
+        let stdin = self.child.stdin.as_mut().unwrap();
+        stdin.write_all(line).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn reply(&self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(10))
+            .expect("a reply line");
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line}"))
+    }
+}
+
+impl Drop for Raw {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A server process, killed and reaped when dropped.
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn each_bad_line_gets_its_error_and_the_next_is_served() {
+    let mut raw = Raw::start();
+    raw.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}
+    }}).to_string().as_bytes());
+    let init = raw.reply();
+    assert_eq!(init["id"], 1);
+    assert_eq!(init["result"]["serverInfo"]["name"], "skillbox");
+    raw.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+
+    raw.send(b"this is not json");
+    let parse = raw.reply();
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+    assert_eq!(parse["id"], Value::Null);
+
+    let huge = vec![b'x'; 10 * 1024 * 1024];
+    raw.send(&huge);
+    let too_long = raw.reply();
+    assert_eq!(too_long["error"]["code"], -32600, "{too_long}");
+    assert!(
+        too_long["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("over the")
+    );
+
+    raw.send(br#"{"jsonrpc":"2.0","id":7,"method":"no/such/method"}"#);
+    let unknown = raw.reply();
+    assert_eq!(unknown["id"], 7);
+    assert_eq!(unknown["error"]["code"], -32601, "{unknown}");
+
+    raw.send(br#"{"jsonrpc":"2.0","id":8,"method":42}"#);
+    let shape = raw.reply();
+    assert_eq!(shape["error"]["code"], -32600, "{shape}");
+
+    raw.send(br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"load_skill","arguments":{"name":"nope"}}}"#);
+    let tool_error = raw.reply();
+    assert_eq!(tool_error["id"], 9);
+    assert_eq!(tool_error["result"]["isError"], true);
+
+    raw.send(br#"{"jsonrpc":"2.0","id":10,"method":"ping"}"#);
+    let pong = raw.reply();
+    assert_eq!(pong["id"], 10);
+    assert!(pong.get("result").is_some(), "{pong}");
+}
+
+/// `skillbox serve --http 127.0.0.1:0`, and the URL it reports.
+fn start_http() -> (Server, String) {
+    let mut server = Server(
+        Command::new(skillbox_bin())
+            .args(["serve", "--no-audit", "--http", "127.0.0.1:0"])
+            .current_dir(repo())
+            .env("SKILLBOX_CACHE_DIR", repo().join("target/test-cache"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut reader = BufReader::new(server.0.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "serve exited before listening"
+        );
+        if let Some(url) = line.trim().strip_prefix("skillbox: serving MCP at ") {
+            let url = url.to_string();
+            std::thread::spawn(move || for _ in reader.lines() {});
+            return (server, url);
+        }
+    }
+}
+
+#[tokio::test]
+async fn http_serves_a_real_client() {
+    let (_server, url) = start_http();
+    let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+    let client = Recorder::default()
+        .serve(transport)
+        .await
+        .expect("handshake over HTTP");
+    let tools = client.peer().list_all_tools().await.unwrap();
+    assert!(tools.iter().any(|t| t.name == "load_skill"));
+    let loaded = call(&client, "load_skill", json!({"name": "data-peek"})).await;
+    assert_ne!(loaded.is_error, Some(true));
+    let query = call(
+        &client,
+        "data-peek__query",
+        json!({"filter": "[.[] | . * 2]", "input": "[1,2,3]"}),
+    )
+    .await;
+    assert_eq!(
+        query.structured_content.unwrap()["results"],
+        json!(["[2,4,6]"])
+    );
+    client.cancel().await.unwrap();
+}
+
+async fn post(url: &str, headers: &[(&str, &str)], body: Vec<u8>) -> reqwest::Response {
+    let mut request = reqwest::Client::new()
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    for (k, v) in headers {
+        request = request.header(*k, *v);
+    }
+    request.body(body).send().await.unwrap()
+}
+
+fn initialize_body() -> Vec<u8> {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}
+    }})
+    .to_string()
+    .into_bytes()
+}
+
+#[tokio::test]
+async fn http_checks_host_origin_and_body_size() {
+    let (_server, url) = start_http();
+    let ok = post(&url, &[], initialize_body()).await;
+    assert_eq!(ok.status(), 200);
+    assert!(
+        ok.headers().contains_key("mcp-session-id"),
+        "2025-11-25 clients get a session"
+    );
+
+    let port = url.split(':').nth(2).unwrap().split('/').next().unwrap();
+    let evil_host = post(
+        &url,
+        &[("host", &format!("evil.example:{port}"))],
+        initialize_body(),
+    )
+    .await;
+    assert_eq!(evil_host.status(), 403, "a rebinding Host is refused");
+
+    let evil_origin = post(
+        &url,
+        &[("origin", "http://evil.example")],
+        initialize_body(),
+    )
+    .await;
+    assert_eq!(evil_origin.status(), 403, "a foreign Origin is refused");
+
+    let local_origin = post(
+        &url,
+        &[("origin", "http://localhost:6274")],
+        initialize_body(),
+    )
+    .await;
+    assert_eq!(
+        local_origin.status(),
+        200,
+        "the MCP Inspector's local origin is allowed"
+    );
+
+    let huge = post(&url, &[], vec![b' '; 5 * 1024 * 1024]).await;
+    assert_eq!(huge.status(), 413);
+}
