@@ -295,6 +295,7 @@ async fn resources_templates_and_pagination() {
     params.cursor = Some(cursor);
     let second = client.peer().list_resources(Some(params)).await.unwrap();
     let total = first.resources.len() + second.resources.len();
+    assert_eq!(total, 4 + 4 + 1 + 60, "4 bundled SKILL.md + 4 references + many's SKILL.md + 60 references");
 
     let patterns = first
         .resources
