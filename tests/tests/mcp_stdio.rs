@@ -295,7 +295,11 @@ async fn resources_templates_and_pagination() {
     params.cursor = Some(cursor);
     let second = client.peer().list_resources(Some(params)).await.unwrap();
     let total = first.resources.len() + second.resources.len();
-    assert_eq!(total, 4 + 4 + 1 + 60, "4 bundled SKILL.md + 4 references + many's SKILL.md + 60 references");
+    assert_eq!(
+        total,
+        4 + 4 + 1 + 60,
+        "4 bundled SKILL.md + 4 references + many's SKILL.md + 60 references"
+    );
 
     let patterns = first
         .resources
@@ -553,5 +557,31 @@ async fn reload_adds_new_skills_and_drops_broken_ones() {
     );
     let beta = call(&client, "load_skill", json!({"name": "beta"})).await;
     assert!(text(&beta).contains("body of beta"));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn completion_suggests_skill_names_and_files() {
+    use rmcp::model::{ArgumentInfo, CompleteRequestParams, CompletionContext, Reference};
+    let (client, _) = connect_stdio(&["--no-audit"]).await;
+    let names = client
+        .peer()
+        .complete(CompleteRequestParams::new(
+            Reference::for_resource("skill://{name}/{path}"),
+            ArgumentInfo::new("name", "re"),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(names.completion.values, ["release-check", "report-digest"]);
+
+    let mut request = CompleteRequestParams::new(
+        Reference::for_resource("skill://{name}/{path}"),
+        ArgumentInfo::new("path", "ref"),
+    );
+    let mut context = CompletionContext::new();
+    context.arguments = Some([("name".to_string(), "log-inspect".to_string())].into());
+    request.context = Some(context);
+    let paths = client.peer().complete(request).await.unwrap();
+    assert_eq!(paths.completion.values, ["references/patterns.md"]);
     client.cancel().await.unwrap();
 }

@@ -236,3 +236,45 @@ async fn http_checks_host_origin_and_body_size() {
     let huge = post(&url, &[], vec![b' '; 5 * 1024 * 1024]).await;
     assert_eq!(huge.status(), 413);
 }
+
+#[test]
+fn piped_requests_are_all_answered_before_exit() {
+    let input = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "pipe", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "data-peek__query", "arguments": {"filter": "[range(3)]", "input": "null"}}}),
+    ]
+    .iter()
+    .map(|m| m.to_string() + "\n")
+    .collect::<String>();
+    let mut child = Command::new(skillbox_bin())
+        .args(["serve", "--no-audit"])
+        .current_dir(repo())
+        .env("SKILLBOX_CACHE_DIR", repo().join("target/test-cache"))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let replies: Vec<Value> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(replies.len(), 2, "{replies:?}");
+    assert_eq!(replies[1]["id"], 2);
+    assert_eq!(
+        replies[1]["result"]["structuredContent"]["results"],
+        json!(["[0,1,2]"])
+    );
+}

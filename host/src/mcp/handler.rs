@@ -11,11 +11,11 @@ use std::time::Instant;
 use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
-    GetPromptResponse, Implementation, ListPromptsResult, ListResourceTemplatesResult,
-    ListResourcesResult, ListToolsResult, LoggingLevel, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
-    SetLevelRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
+    ServerConfig, SetLevelRequestParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use serde_json::{Map, Value};
@@ -179,6 +179,7 @@ fn unknown_tool(name: &str, listed: &[rmcp::model::Tool]) -> CallToolResult {
 impl ServerHandler for Session {
     fn get_info(&self) -> ServerConfig {
         let capabilities = ServerCapabilities::builder()
+            .enable_completions()
             .enable_logging()
             .enable_prompts()
             .enable_prompts_list_changed()
@@ -314,6 +315,14 @@ impl ServerHandler for Session {
             request.arguments.as_ref(),
         )
         .map(Into::into)
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        Ok(resources::complete(&self.host.catalog(), &request))
     }
 
     async fn set_level(

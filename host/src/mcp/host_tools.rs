@@ -18,7 +18,7 @@ pub const READ_SKILL_FILE: &str = "read_skill_file";
 pub const RUN_SCRIPT: &str = "run_script";
 
 /// Longest description shown per skill in the catalog, to keep it cheap.
-const CATALOG_DESCRIPTION_CHARS: usize = 300;
+const CATALOG_DESCRIPTION_CHARS: usize = 480;
 /// Files larger than this are not read by `read_skill_file`.
 const MAX_SKILL_FILE: u64 = 1024 * 1024;
 const DEFAULT_LINES: usize = 200;
@@ -208,7 +208,7 @@ pub fn load_skill(
         .map(|t| json!({"name": t.name, "description": t.description}))
         .collect();
 
-    let mut text = format!("# Skill: {name}\n\n{}\n", body.trim_end());
+    let mut text = format!("# Skill: {name}\n\n{}\n", body.trim());
     if !tool_list.is_empty() {
         text.push_str("\n## Tools of this skill\n");
         for t in skill_tools.iter() {

@@ -4,8 +4,9 @@
 use base64::Engine;
 use rmcp::ErrorData as McpError;
 use rmcp::model::{
-    ListResourceTemplatesResult, ListResourcesResult, ReadResourceResult, Resource,
-    ResourceContents, ResourceTemplate,
+    CompleteRequestParams, CompleteResult, CompletionInfo, ListResourceTemplatesResult,
+    ListResourcesResult, ReadResourceResult, Reference, Resource, ResourceContents,
+    ResourceTemplate,
 };
 
 use crate::skill::Catalog;
@@ -135,4 +136,36 @@ pub fn read(catalog: &Catalog, resource_uri: &str) -> Result<ReadResourceResult,
         ),
     };
     Ok(ReadResourceResult::new(vec![contents.with_mime_type(mime)]))
+}
+
+/// Completions for the resource template's `{name}` (skill names) and
+/// `{path}` (the files of the skill named in the context), by prefix.
+/// Prompt arguments are free text and complete to nothing.
+pub fn complete(catalog: &Catalog, request: &CompleteRequestParams) -> CompleteResult {
+    let prefix = request.argument.value.as_str();
+    let mut values: Vec<String> = match (&request.r#ref, request.argument.name.as_str()) {
+        (Reference::Resource(_), "name") => {
+            catalog.skills().map(|s| s.name().to_string()).collect()
+        }
+        (Reference::Resource(_), "path") => request
+            .context
+            .as_ref()
+            .and_then(|c| c.arguments.as_ref())
+            .and_then(|args| args.get("name"))
+            .and_then(|name| catalog.get(name))
+            .map(|skill| {
+                std::iter::once(SKILL_FILE.to_string())
+                    .chain(skill.references.iter().cloned())
+                    .collect()
+            })
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    };
+    values.retain(|v| v.starts_with(prefix));
+    let total = values.len();
+    values.truncate(CompletionInfo::MAX_VALUES);
+    let mut info = CompletionInfo::new(values).unwrap_or_default();
+    info.total = Some(total as u32);
+    info.has_more = Some(total > CompletionInfo::MAX_VALUES);
+    CompleteResult::new(info)
 }

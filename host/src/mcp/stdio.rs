@@ -8,18 +8,55 @@
 //! rmcp, which answers wrong shapes and unknown methods itself. Either way
 //! the next line is served. stdout carries only protocol messages.
 
-use std::sync::Arc;
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
 
 use rmcp::ServiceExt;
-use serde_json::json;
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 
 use super::handler::Session;
 use super::host::Host;
 
 /// Longest request line accepted.
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+
+/// Requests forwarded to rmcp and not yet answered. When stdin closes, the
+/// server answers these before it stops, so `printf … | skillbox serve`
+/// gets every reply.
+#[derive(Default)]
+struct Pending {
+    ids: Mutex<HashSet<String>>,
+    answered: Notify,
+}
+
+impl Pending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.ids.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The id of a JSON-RPC request (a message with both `id` and `method`).
+    fn request_id(message: &Value) -> Option<String> {
+        (message.get("method").is_some()).then(|| message.get("id").map(Value::to_string))?
+    }
+
+    /// The id of a JSON-RPC response (`id` with `result` or `error`).
+    fn response_id(message: &Value) -> Option<String> {
+        (message.get("result").is_some() || message.get("error").is_some())
+            .then(|| message.get("id").map(Value::to_string))?
+    }
+
+    async fn drained(&self) {
+        loop {
+            let notified = self.answered.notified();
+            if self.lock().is_empty() {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
 
 /// Serves one client on this process's stdin and stdout until stdin closes.
 pub async fn serve(host: Arc<Host>) -> anyhow::Result<()> {
@@ -36,9 +73,15 @@ pub async fn serve_on(
     let (rmcp_out, from_rmcp) = tokio::io::duplex(1 << 16);
     let (lines_tx, lines_rx) = mpsc::channel::<Vec<u8>>(64);
 
+    let pending = Arc::new(Pending::default());
+
     let writer = tokio::spawn(write_lines(lines_rx, output));
-    let forward = tokio::spawn(forward_lines(BufReader::new(from_rmcp), lines_tx.clone()));
-    let gate = tokio::spawn(gate(BufReader::new(input), to_rmcp, lines_tx));
+    let forward = tokio::spawn(forward_lines(
+        BufReader::new(from_rmcp),
+        lines_tx.clone(),
+        pending.clone(),
+    ));
+    let gate = tokio::spawn(gate(BufReader::new(input), to_rmcp, lines_tx, pending));
 
     let service = Session::new(host).serve((rmcp_in, rmcp_out)).await?;
     let _ = service.waiting().await;
@@ -57,14 +100,26 @@ async fn write_lines(mut lines: mpsc::Receiver<Vec<u8>>, mut output: impl AsyncW
     }
 }
 
-async fn forward_lines(mut from_rmcp: impl AsyncBufRead + Unpin, lines: mpsc::Sender<Vec<u8>>) {
+async fn forward_lines(
+    mut from_rmcp: impl AsyncBufRead + Unpin,
+    lines: mpsc::Sender<Vec<u8>>,
+    pending: Arc<Pending>,
+) {
     loop {
         let mut line = Vec::new();
         match from_rmcp.read_until(b'\n', &mut line).await {
             Ok(0) | Err(_) => return,
             Ok(_) => {
+                let answered = serde_json::from_slice::<Value>(&line)
+                    .ok()
+                    .as_ref()
+                    .and_then(Pending::response_id);
                 if lines.send(line).await.is_err() {
                     return;
+                }
+                if let Some(id) = answered {
+                    pending.lock().remove(&id);
+                    pending.answered.notify_waiters();
                 }
             }
         }
@@ -116,6 +171,7 @@ async fn gate(
     mut input: impl AsyncBufRead + Unpin,
     mut to_rmcp: impl AsyncWrite + Unpin,
     replies: mpsc::Sender<Vec<u8>>,
+    pending: Arc<Pending>,
 ) {
     loop {
         let line = match read_line(&mut input).await {
@@ -134,8 +190,11 @@ async fn gate(
                 if text.is_empty() {
                     continue;
                 }
-                match serde_json::from_slice::<serde::de::IgnoredAny>(text) {
-                    Ok(_) => {
+                match serde_json::from_slice::<Value>(text) {
+                    Ok(message) => {
+                        if let Some(id) = Pending::request_id(&message) {
+                            pending.lock().insert(id);
+                        }
                         if to_rmcp.write_all(text).await.is_err()
                             || to_rmcp.write_all(b"\n").await.is_err()
                         {
@@ -163,6 +222,7 @@ async fn gate(
             }
         }
     }
+    pending.drained().await;
     let _ = to_rmcp.shutdown().await;
 }
 

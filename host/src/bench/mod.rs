@@ -3,6 +3,8 @@
 //! Everything is compared within one run, as ratios and medians, because
 //! the machines this runs on are shared and noisy.
 
+mod mcp;
+
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -33,6 +35,12 @@ pub struct BenchArgs {
     /// Cold compiles measured (each takes a while).
     #[arg(long, default_value_t = 3)]
     compiles: usize,
+    /// Seconds each MCP throughput measurement runs.
+    #[arg(long, default_value_t = 3.0)]
+    mcp_seconds: f64,
+    /// Skip the MCP measurements (they start server processes).
+    #[arg(long)]
+    no_mcp: bool,
     /// Print the figures as JSON on stdout instead of a table.
     #[arg(long)]
     json: bool,
@@ -175,6 +183,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
     }
     let loaded = Stats::of(loaded_samples);
 
+    let mcp = if args.no_mcp {
+        None
+    } else {
+        let exe = std::env::current_exe()?;
+        Some(runtime.block_on(mcp::run(
+            &exe,
+            &args.trivial,
+            args.iterations,
+            args.mcp_seconds,
+        ))?)
+    };
+
     let ratio = ratio_f(spawns.median, calls.median);
     if args.json {
         let row =
@@ -189,6 +209,13 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             "load_already_loaded": row(&loaded),
             "compile_cold_over_disk_cache": ratio_f(cold.median, disk.median),
             "tool_bytes": tool.len(),
+            "mcp": mcp.as_ref().map(|m| json!({
+                "stdio_round_trip": row(&m.round_trip),
+                "http_calls_per_sec_1_client": m.calls_per_sec_1,
+                "http_calls_per_sec_8_clients": m.calls_per_sec_8,
+                "start_to_tools_list_4_skills": row(&m.startup_4),
+                "start_to_tools_list_50_skills": row(&m.startup_50),
+            })),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -211,6 +238,11 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         line("compile tool component, cold", &cold);
         line("load tool component from disk cache", &disk);
         line("load tool component, already loaded", &loaded);
+        if let Some(m) = &mcp {
+            line("MCP tools/call round trip, stdio", &m.round_trip);
+            line("start to first tools/list, 4 skills", &m.startup_4);
+            line("start to first tools/list, 50 skills", &m.startup_50);
+        }
         println!();
         println!("spawn / sandboxed call (median): {ratio:.1}x");
         println!(
@@ -218,6 +250,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             ratio_f(cold.median, disk.median),
             tool.len() / 1024
         );
+        if let Some(m) = &mcp {
+            println!(
+                "MCP over HTTP: {:.0} calls/s with 1 client, {:.0} calls/s with 8 clients ({:.1}x)",
+                m.calls_per_sec_1,
+                m.calls_per_sec_8,
+                m.calls_per_sec_8 / m.calls_per_sec_1.max(1e-9)
+            );
+        }
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

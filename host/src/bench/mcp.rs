@@ -1,0 +1,187 @@
+//! MCP figures: stdio round trip, throughput with 1 and 8 clients over
+//! HTTP, and time from process start to the first `tools/list` answer.
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use tokio::io::AsyncBufReadExt;
+
+use super::Stats;
+
+pub struct McpFigures {
+    pub round_trip: Stats,
+    pub calls_per_sec_1: f64,
+    pub calls_per_sec_8: f64,
+    pub startup_4: Stats,
+    pub startup_50: Stats,
+}
+
+/// A skills folder with `bench-kit` (whose `noop` tool is the trivial call)
+/// plus `extra` skills alike.
+fn skills_dir(trivial: &Path, extra: usize) -> anyhow::Result<tempfile::TempDir> {
+    let dir = tempfile::tempdir()?;
+    let write_skill = |name: &str| -> anyhow::Result<()> {
+        let skill = dir.path().join(name);
+        std::fs::create_dir_all(skill.join("tools"))?;
+        std::fs::write(
+            skill.join("SKILL.md"),
+            format!(
+                "---\nname: {name}\ndescription: Benchmark skill {name}; use only when measuring skillbox itself.\n---\nCall the tool.\n"
+            ),
+        )?;
+        std::fs::copy(trivial, skill.join("tools/testbed.wasm"))?;
+        std::fs::write(
+            skill.join("skillbox.yaml"),
+            "tools:\n  - component: tools/testbed.wasm\n    functions:\n      noop:\n        description: Returns 42. Use to measure calls. Not for real work.\n",
+        )?;
+        Ok(())
+    };
+    write_skill("bench-kit")?;
+    for i in 0..extra {
+        write_skill(&format!("bench-extra-{i:02}"))?;
+    }
+    Ok(dir)
+}
+
+fn serve_command(exe: &Path, skills: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(exe);
+    cmd.args([
+        "serve",
+        "--no-audit",
+        "--reload-ms",
+        "0",
+        "--tools",
+        "all",
+        "--skills",
+    ])
+    .arg(skills)
+    .env("SKILLBOX_SYSTEM_SKILLS", "");
+    cmd
+}
+
+async fn connect(
+    exe: &Path,
+    skills: &Path,
+) -> anyhow::Result<rmcp::service::RunningService<rmcp::RoleClient, ()>> {
+    let (transport, _) = TokioChildProcess::builder(serve_command(exe, skills))
+        .stderr(Stdio::null())
+        .spawn()?;
+    Ok(().serve(transport).await?)
+}
+
+fn noop() -> CallToolRequestParams {
+    CallToolRequestParams::new("bench-kit__noop")
+}
+
+pub async fn run(
+    exe: &Path,
+    trivial: &Path,
+    iterations: usize,
+    seconds: f64,
+) -> anyhow::Result<McpFigures> {
+    let kit = skills_dir(trivial, 0)?;
+
+    eprintln!("bench: {iterations} tools/call round trips over stdio…");
+    let client = connect(exe, kit.path()).await?;
+    for _ in 0..10 {
+        client.peer().call_tool(noop()).await?;
+    }
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let start = Instant::now();
+        let result = client.peer().call_tool(noop()).await?;
+        samples.push(start.elapsed());
+        if result.is_error == Some(true) {
+            bail!("the benchmark tool failed: {result:?}");
+        }
+    }
+    client.cancel().await?;
+    let round_trip = Stats::of(samples);
+
+    eprintln!("bench: calls per second over HTTP with 1 and 8 clients ({seconds} s each)…");
+    let (mut server, url) = start_http(exe, kit.path()).await?;
+    let calls_per_sec_1 = throughput(&url, 1, seconds).await?;
+    let calls_per_sec_8 = throughput(&url, 8, seconds).await?;
+    let _ = server.kill().await;
+
+    eprintln!("bench: process start to first tools/list, 4 and 50 skills…");
+    let four = skills_dir(trivial, 3)?;
+    let fifty = skills_dir(trivial, 49)?;
+    let startup_4 = startup(exe, four.path()).await?;
+    let startup_50 = startup(exe, fifty.path()).await?;
+    Ok(McpFigures {
+        round_trip,
+        calls_per_sec_1,
+        calls_per_sec_8,
+        startup_4,
+        startup_50,
+    })
+}
+
+async fn startup(exe: &Path, skills: &Path) -> anyhow::Result<Stats> {
+    let mut samples = Vec::new();
+    for _ in 0..5 {
+        let start = Instant::now();
+        let client = connect(exe, skills).await?;
+        let tools = client.peer().list_all_tools().await?;
+        samples.push(start.elapsed());
+        if tools.is_empty() {
+            bail!("no tools listed");
+        }
+        client.cancel().await?;
+    }
+    Ok(Stats::of(samples))
+}
+
+async fn start_http(exe: &Path, skills: &Path) -> anyhow::Result<(tokio::process::Child, String)> {
+    let mut cmd = serve_command(exe, skills);
+    cmd.args(["--http", "127.0.0.1:0", "--max-concurrency", "8"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true);
+    let mut child = cmd.spawn()?;
+    let stderr = child.stderr.take().context("no stderr")?;
+    let mut lines = tokio::io::BufReader::new(stderr).lines();
+    while let Some(line) = lines.next_line().await? {
+        if let Some(url) = line.strip_prefix("skillbox: serving MCP at ") {
+            let url = url.to_string();
+            tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+            return Ok((child, url));
+        }
+    }
+    bail!("the HTTP server exited before listening")
+}
+
+/// Calls per second that `clients` concurrent clients achieve.
+async fn throughput(url: &str, clients: usize, seconds: f64) -> anyhow::Result<f64> {
+    let mut connected = Vec::new();
+    for _ in 0..clients {
+        let transport = StreamableHttpClientTransport::from_uri(url);
+        connected.push(().serve(transport).await?);
+    }
+    let started = Instant::now();
+    let deadline = started + Duration::from_secs_f64(seconds);
+    let mut tasks = Vec::new();
+    for client in connected {
+        tasks.push(tokio::spawn(async move {
+            let mut calls = 0u64;
+            while Instant::now() < deadline {
+                client.peer().call_tool(noop()).await?;
+                calls += 1;
+            }
+            client.cancel().await?;
+            anyhow::Ok(calls)
+        }));
+    }
+    let mut total = 0;
+    for task in tasks {
+        total += task.await??;
+    }
+    Ok(total as f64 / started.elapsed().as_secs_f64().max(seconds))
+}
