@@ -111,6 +111,6 @@ mod tests {
     #[test]
     fn formats_the_epoch() {
         assert_eq!(super::civil_from_days(0), (1970, 1, 1));
-        assert_eq!(super::civil_from_days(20_422), (2025, 12, 1));
+        assert_eq!(super::civil_from_days(20_423), (2025, 12, 1));
     }
 }
