@@ -9,6 +9,7 @@
 
 pub mod bench;
 pub mod cli;
+pub mod dirs;
 pub mod mcp;
 pub mod sandbox;
 pub mod schema;

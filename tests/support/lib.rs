@@ -30,6 +30,14 @@ pub fn guests() -> &'static Path {
     })
 }
 
+/// The bundled sample workspace, as a string for command lines.
+pub fn examples() -> String {
+    repo()
+        .join("examples/workspace")
+        .to_string_lossy()
+        .into_owned()
+}
+
 /// A built guest component by crate name (`testbed`, `text`, …).
 pub fn component(name: &str) -> PathBuf {
     guests().join(format!("{name}.wasm"))

@@ -9,14 +9,7 @@ use rmcp::model::{
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
 use skillbox_e2e::mcp::{call, connect_stdio, text};
-use skillbox_e2e::{repo, testkit_skills};
-
-fn examples() -> String {
-    repo()
-        .join("examples/workspace")
-        .to_string_lossy()
-        .into_owned()
-}
+use skillbox_e2e::{examples, repo, testkit_skills};
 
 fn names(tools: &[rmcp::model::Tool]) -> Vec<String> {
     tools.iter().map(|t| t.name.to_string()).collect()

@@ -2,7 +2,7 @@
 //! real binary, with the bundled skills as the system source.
 
 use serde_json::json;
-use skillbox_e2e::{Run, repo, skillbox, workspace};
+use skillbox_e2e::{Run, examples, repo, skillbox, workspace};
 
 /// `skillbox` with a private HOME and project folder, so the user's own
 /// skills never leak into a test.
@@ -15,13 +15,6 @@ fn isolated(args: &[&str]) -> Run {
         .output()
         .unwrap()
         .into()
-}
-
-fn examples() -> String {
-    repo()
-        .join("examples/workspace")
-        .to_string_lossy()
-        .into_owned()
 }
 
 #[test]

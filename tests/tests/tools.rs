@@ -1,14 +1,7 @@
 //! The bundled guest tools against real files, through the real binary.
 
 use serde_json::json;
-use skillbox_e2e::{call, repo, workspace};
-
-fn examples() -> String {
-    repo()
-        .join("examples/workspace")
-        .to_string_lossy()
-        .into_owned()
-}
+use skillbox_e2e::{call, examples, workspace};
 
 #[test]
 fn count_lines_counts_a_final_line_without_newline() {

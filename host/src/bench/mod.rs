@@ -87,53 +87,18 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         .build()?;
 
     let sandbox = Sandbox::with_options(&EngineOptions::default(), None)?;
-    let noop = sandbox.load_bytes(&trivial)?;
-    let grants = Grants::default();
-    let limits = Limits::default();
-    let args_json = json!({});
     eprintln!("bench: {} sandboxed calls…", args.iterations);
-    let calls = runtime.block_on(async {
-        // One warm-up call so lazy engine set-up is not counted.
-        sandbox
-            .call(&noop, "noop", &args_json, &grants, &limits)
-            .await?;
-        let mut samples = Vec::with_capacity(args.iterations);
-        for _ in 0..args.iterations {
-            let start = Instant::now();
-            sandbox
-                .call(&noop, "noop", &args_json, &grants, &limits)
-                .await?;
-            samples.push(start.elapsed());
-        }
-        anyhow::Ok(Stats::of(samples))
-    })?;
-
+    let calls = runtime.block_on(measure_calls(&sandbox, &trivial, args.iterations))?;
     eprintln!(
         "bench: {} sandboxed calls, on-demand allocator…",
         args.iterations
     );
-    let on_demand = {
-        let options = EngineOptions {
-            pooling: false,
-            ..EngineOptions::default()
-        };
-        let plain = Sandbox::with_options(&options, None)?;
-        let noop = plain.load_bytes(&trivial)?;
-        runtime.block_on(async {
-            plain
-                .call(&noop, "noop", &args_json, &grants, &limits)
-                .await?;
-            let mut samples = Vec::with_capacity(args.iterations);
-            for _ in 0..args.iterations {
-                let start = Instant::now();
-                plain
-                    .call(&noop, "noop", &args_json, &grants, &limits)
-                    .await?;
-                samples.push(start.elapsed());
-            }
-            anyhow::Ok(Stats::of(samples))
-        })?
+    let on_demand_options = EngineOptions {
+        pooling: false,
+        ..EngineOptions::default()
     };
+    let plain = Sandbox::with_options(&on_demand_options, None)?;
+    let on_demand = runtime.block_on(measure_calls(&plain, &trivial, args.iterations))?;
 
     eprintln!("bench: {} native process spawns…", args.iterations);
     let mut spawn_samples = Vec::with_capacity(args.iterations);
@@ -260,6 +225,25 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         }
     }
     Ok(std::process::ExitCode::SUCCESS)
+}
+
+/// The cost of `noop()` calls: a fresh store, an instance and a call each.
+async fn measure_calls(
+    sandbox: &Sandbox,
+    trivial: &[u8],
+    iterations: usize,
+) -> anyhow::Result<Stats> {
+    let noop = sandbox.load_bytes(trivial)?;
+    let (grants, limits, args) = (Grants::default(), Limits::default(), json!({}));
+    // One warm-up call so lazy engine set-up is not counted.
+    sandbox.call(&noop, "noop", &args, &grants, &limits).await?;
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let start = Instant::now();
+        sandbox.call(&noop, "noop", &args, &grants, &limits).await?;
+        samples.push(start.elapsed());
+    }
+    Ok(Stats::of(samples))
 }
 
 fn ratio_f(a: Duration, b: Duration) -> f64 {

@@ -47,14 +47,7 @@ impl AuditLog {
     /// `$SKILLBOX_STATE_DIR`, `$XDG_STATE_HOME/skillbox`, or
     /// `~/.local/state/skillbox`, then `audit.jsonl`.
     pub fn default_path() -> Option<PathBuf> {
-        let dir = std::env::var_os("SKILLBOX_STATE_DIR")
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("XDG_STATE_HOME").map(|d| PathBuf::from(d).join("skillbox"))
-            })
-            .or_else(|| {
-                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".local/state/skillbox"))
-            })?;
+        let dir = crate::dirs::user_dir("SKILLBOX_STATE_DIR", "XDG_STATE_HOME", ".local/state")?;
         Some(dir.join("audit.jsonl"))
     }
 

@@ -53,14 +53,7 @@ impl DiskCache {
 
     /// `$SKILLBOX_CACHE_DIR`, else the user's cache folder.
     pub fn default_location() -> Option<Self> {
-        let dir = std::env::var_os("SKILLBOX_CACHE_DIR")
-            .map(PathBuf::from)
-            .or_else(|| {
-                std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("skillbox"))
-            })
-            .or_else(|| {
-                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/skillbox"))
-            })?;
+        let dir = crate::dirs::user_dir("SKILLBOX_CACHE_DIR", "XDG_CACHE_HOME", ".cache")?;
         Some(DiskCache::new(dir.join("components")))
     }
 

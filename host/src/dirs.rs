@@ -1,0 +1,14 @@
+//! Where skillbox keeps per-user files, following the XDG conventions.
+
+use std::path::PathBuf;
+
+/// `$override_var` if set, else `$xdg_var/skillbox`, else
+/// `~/<home_fallback>/skillbox`.
+pub fn user_dir(override_var: &str, xdg_var: &str, home_fallback: &str) -> Option<PathBuf> {
+    std::env::var_os(override_var)
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os(xdg_var).map(|d| PathBuf::from(d).join("skillbox")))
+        .or_else(|| {
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(home_fallback).join("skillbox"))
+        })
+}
