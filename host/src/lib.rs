@@ -5,8 +5,10 @@
 //! - [`schema`]: WIT types to JSON Schema; JSON to component values and back.
 //! - [`skill`]: SKILL.md, skillbox.yaml, discovery, the catalog.
 //! - [`mcp`]: the MCP server over stdio and Streamable HTTP.
+//! - [`agent`]: the agent loop over MCP tools and model providers.
 //! - [`cli`]: the `skillbox` command line.
 
+pub mod agent;
 pub mod bench;
 pub mod cli;
 pub mod dirs;

@@ -7,6 +7,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+pub mod fake_model;
 pub mod mcp;
 
 /// The repository root.

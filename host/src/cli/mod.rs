@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 the tool, call or check failed, 2 usage error.
 //! A script run exits with the script's own code.
 
+mod agent;
 mod flags;
 mod serve;
 mod skills;
@@ -49,6 +50,9 @@ enum Command {
     /// Serve the skills and their sandboxed tools over MCP (stdio, or
     /// Streamable HTTP with --http).
     Serve(Box<serve::ServeArgs>),
+    /// Run a task with a model, skills and sandboxed tools, in a bounded,
+    /// traced loop.
+    Agent(Box<agent::AgentArgs>),
     /// List, check and measure skills.
     #[command(subcommand)]
     Skills(skills::SkillsCommand),
@@ -114,6 +118,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Inspect { component } => tool::inspect(&component),
         Command::RunScript(args) => tool::run_script(args),
         Command::Serve(args) => serve::serve(*args),
+        Command::Agent(args) => agent::agent(*args),
         Command::Skills(command) => skills::run(command),
         Command::Bench(args) => crate::bench::run(args).map_err(CliError::Other),
     }

@@ -1,0 +1,62 @@
+//! `--mcp-config FILE`: external MCP servers in the common `mcpServers`
+//! form that Claude Desktop, Cursor and others use.
+//!
+//! ```json
+//! {"mcpServers": {
+//!   "files": {"command": "npx", "args": ["-y", "some-server"], "env": {"TOKEN": "…"}},
+//!   "remote": {"url": "http://127.0.0.1:9000/mcp"}
+//! }}
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::Deserialize;
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct McpConfig {
+    #[serde(default)]
+    pub mcp_servers: BTreeMap<String, ServerSpec>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum ServerSpec {
+    Stdio {
+        command: String,
+        #[serde(default)]
+        args: Vec<String>,
+        #[serde(default)]
+        env: BTreeMap<String, String>,
+    },
+    Http {
+        url: String,
+    },
+}
+
+impl McpConfig {
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--mcp-config {}: cannot read it ({e})", path.display()))?;
+        let config: McpConfig = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "--mcp-config {}: {e}; expected {{\"mcpServers\": {{\"name\": {{\"command\": …, \"args\": […]}} or {{\"url\": …}}}}}}",
+                path.display()
+            )
+        })?;
+        for name in config.mcp_servers.keys() {
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(format!(
+                    "--mcp-config {}: server name `{name}` must use letters, digits, `-` and `_` only: it prefixes tool names",
+                    path.display()
+                ));
+            }
+        }
+        Ok(config)
+    }
+}

@@ -1,0 +1,112 @@
+//! Model providers: OpenAI-compatible Chat Completions and Anthropic
+//! Messages, over real HTTP with retries.
+
+pub mod anthropic;
+pub mod openai;
+mod retry;
+
+use std::time::Duration;
+
+use super::conversation::{Message, ToolCall, ToolDef};
+
+pub use retry::RetryPolicy;
+
+/// One request to a model.
+#[derive(Debug, Clone)]
+pub struct ModelRequest<'a> {
+    pub system: &'a str,
+    pub messages: &'a [Message],
+    pub tools: &'a [ToolDef],
+}
+
+/// Tokens a provider reports for one call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct ModelResponse {
+    pub text: Option<String>,
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: Usage,
+    /// The provider's own stop reason, for the trace.
+    pub stop_reason: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ProviderError {
+    #[error(
+        "{variable} is not set; export it with your API key (or point {base_variable} at a local server that needs none)"
+    )]
+    MissingKey {
+        variable: &'static str,
+        base_variable: &'static str,
+    },
+    #[error(
+        "cannot reach the model endpoint {url}: {reason}. Check that the server is running and the URL is right"
+    )]
+    Unreachable { url: String, reason: String },
+    #[error("the model endpoint {url} answered HTTP {status}: {body}")]
+    Http {
+        url: String,
+        status: u16,
+        body: String,
+    },
+    #[error("the model endpoint {url} did not answer within {} s", timeout.as_secs())]
+    Timeout { url: String, timeout: Duration },
+    #[error("the model's reply could not be read: {0}")]
+    BadReply(String),
+    #[error("unknown provider `{0}`; use openai:MODEL or anthropic:MODEL")]
+    UnknownProvider(String),
+}
+
+/// A configured model endpoint.
+pub enum Provider {
+    OpenAi(openai::OpenAi),
+    Anthropic(anthropic::Anthropic),
+}
+
+impl Provider {
+    /// Builds a provider from `PROVIDER:MODEL`, reading keys and base URLs
+    /// from the environment (`base_url` overrides the environment's).
+    pub fn from_spec(
+        spec: &str,
+        base_url: Option<&str>,
+        timeout: Duration,
+        retry: RetryPolicy,
+    ) -> Result<Self, ProviderError> {
+        let (kind, model) = spec.split_once(':').unwrap_or(("openai", spec));
+        let client = reqwest::Client::builder()
+            .timeout(timeout)
+            .build()
+            .map_err(|e| ProviderError::BadReply(e.to_string()))?;
+        match kind {
+            "openai" => Ok(Provider::OpenAi(openai::OpenAi::from_env(
+                client, model, base_url, timeout, retry,
+            )?)),
+            "anthropic" => Ok(Provider::Anthropic(anthropic::Anthropic::from_env(
+                client, model, base_url, timeout, retry,
+            )?)),
+            other => Err(ProviderError::UnknownProvider(other.to_string())),
+        }
+    }
+
+    pub async fn complete(
+        &self,
+        request: &ModelRequest<'_>,
+    ) -> Result<ModelResponse, ProviderError> {
+        match self {
+            Provider::OpenAi(p) => p.complete(request).await,
+            Provider::Anthropic(p) => p.complete(request).await,
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            Provider::OpenAi(p) => format!("openai:{} at {}", p.model, p.base_url),
+            Provider::Anthropic(p) => format!("anthropic:{} at {}", p.model, p.base_url),
+        }
+    }
+}

@@ -1,0 +1,607 @@
+//! `skillbox agent` against real local HTTP servers that speak the OpenAI
+//! Chat Completions and Anthropic Messages wire formats.
+
+use std::process::Command;
+
+use serde_json::{Value, json};
+use skillbox_e2e::fake_model::{
+    FakeModel, Recorded, Reply, anthropic_answer, anthropic_tool_use, openai_answer, openai_calls,
+};
+use skillbox_e2e::{Run, examples, repo, skillbox_bin, testkit_skills, workspace};
+
+struct AgentRun {
+    run: Run,
+    state: tempfile::TempDir,
+}
+
+impl AgentRun {
+    fn trace(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.state.path().join("trace.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    fn audit(&self) -> Vec<Value> {
+        std::fs::read_to_string(self.state.path().join("state/audit.jsonl"))
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+}
+
+fn command(model: Option<&FakeModel>, args: &[&str]) -> (Command, tempfile::TempDir) {
+    let state = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(skillbox_bin());
+    cmd.arg("agent")
+        .args(args)
+        .arg("--trace")
+        .arg(state.path().join("trace.jsonl"))
+        .current_dir(repo())
+        .env("HOME", state.path())
+        .env("SKILLBOX_STATE_DIR", state.path().join("state"))
+        .env("SKILLBOX_CACHE_DIR", repo().join("target/test-cache"))
+        .env_remove("OPENAI_BASE_URL")
+        .env_remove("OPENAI_API_KEY")
+        .env_remove("ANTHROPIC_BASE_URL")
+        .env_remove("ANTHROPIC_API_KEY");
+    if let Some(model) = model {
+        cmd.env("OPENAI_BASE_URL", format!("{}/v1", model.base))
+            .env("OPENAI_API_KEY", "test-key")
+            .env("ANTHROPIC_BASE_URL", &model.base)
+            .env("ANTHROPIC_API_KEY", "test-key");
+    }
+    (cmd, state)
+}
+
+fn agent(model: &FakeModel, args: &[&str]) -> AgentRun {
+    let (mut cmd, state) = command(Some(model), args);
+    let run = cmd.output().unwrap().into();
+    AgentRun { run, state }
+}
+
+fn tool_names(request: &Recorded) -> Vec<String> {
+    request.body["tools"]
+        .as_array()
+        .map(|tools| {
+            tools
+                .iter()
+                .map(|t| {
+                    t["function"]["name"]
+                        .as_str()
+                        .or(t["name"].as_str())
+                        .unwrap()
+                        .to_string()
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Every `role: tool` message content in an OpenAI request.
+fn tool_messages(request: &Recorded) -> Vec<String> {
+    request.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn a_multi_step_task_loads_a_skill_calls_two_tools_and_answers() {
+    let model = FakeModel::start(vec![
+        openai_calls(
+            &[("c1", "load_skill", r#"{"name": "log-inspect"}"#)],
+            (300, 20),
+        ),
+        openai_calls(
+            &[
+                (
+                    "c2",
+                    "log-inspect__count-lines",
+                    r#"{"path": "logs/app.log"}"#,
+                ),
+                (
+                    "c3",
+                    "log-inspect__grep",
+                    r#"{"path": "logs/app.log", "pattern": "ERROR"}"#,
+                ),
+            ],
+            (900, 40),
+        ),
+        openai_answer(
+            "There are 5 ERROR lines in 1200 lines; the first is the db pool at line 311.",
+            (1500, 30),
+        ),
+    ]);
+    let out = agent(
+        &model,
+        &[
+            "How many errors are in logs/app.log?",
+            "--workspace",
+            &examples(),
+            "--json",
+        ],
+    );
+    assert_eq!(out.run.code, 0, "{}", out.run.stderr);
+    let result = out.run.json();
+    assert_eq!(result["exit_code"], 0);
+    assert_eq!(result["stop"]["reason"], "done");
+    assert!(result["answer"].as_str().unwrap().contains("5 ERROR lines"));
+    assert_eq!(result["usage"]["input"], 2700);
+    assert_eq!(result["tool_calls"], 3);
+
+    let requests = model.requests();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[0].path, "/v1/chat/completions");
+    assert_eq!(requests[0].headers["authorization"], "Bearer test-key");
+    let first = &requests[0].body;
+    assert_eq!(first["messages"][0]["role"], "system");
+    assert!(
+        first["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("never override")
+    );
+    assert!(
+        first["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("- log-inspect:")
+    );
+    assert_eq!(
+        first["messages"][1]["content"],
+        "How many errors are in logs/app.log?"
+    );
+    let before = tool_names(&requests[0]);
+    assert!(
+        before.contains(&"load_skill".to_string())
+            && !before.contains(&"log-inspect__grep".to_string())
+    );
+    assert!(
+        tool_names(&requests[1]).contains(&"log-inspect__grep".to_string()),
+        "the skill's tools appear once loaded"
+    );
+    let results = tool_messages(&requests[2]);
+    assert!(results[0].starts_with("# Skill: log-inspect"));
+    assert!(results[1].contains("\"lines\": 1200"), "{}", results[1]);
+    assert!(
+        results[2].contains("\"total-matches\": 5"),
+        "{}",
+        results[2]
+    );
+    let assistant = &requests[2].body["messages"][4];
+    assert_eq!(
+        assistant["tool_calls"][1]["function"]["name"],
+        "log-inspect__grep"
+    );
+
+    let events: Vec<String> = out
+        .trace()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(events.iter().filter(|e| *e == "model_request").count(), 3);
+    assert_eq!(events.iter().filter(|e| *e == "tool_call").count(), 3);
+    assert_eq!(events.last().unwrap(), "stop");
+    let trace = out.trace();
+    let response = trace
+        .iter()
+        .find(|e| e["event"] == "model_response")
+        .unwrap();
+    assert_eq!(response["usage"]["input"], 300);
+    let grep = trace
+        .iter()
+        .find(|e| e["event"] == "tool_call" && e["name"] == "log-inspect__grep")
+        .unwrap();
+    assert_eq!(grep["outcome"], "ok");
+    assert!(grep["result_bytes"].as_u64().unwrap() > 100);
+    assert!(
+        out.run.stderr.contains("[step 2] log-inspect__grep"),
+        "live progress: {}",
+        out.run.stderr
+    );
+    assert!(
+        out.run
+            .stderr
+            .lines()
+            .any(|l| l.starts_with("step") && l.contains("tok in")),
+        "table: {}",
+        out.run.stderr
+    );
+    assert!(out.run.stderr.lines().any(|l| l.starts_with("total")));
+}
+
+#[test]
+fn invalid_tool_calls_get_corrective_results_and_the_loop_recovers() {
+    let model = FakeModel::start(vec![
+        openai_calls(&[("c1", "nope", "{}")], (10, 5)),
+        openai_calls(&[("c2", "load_skill", "not json at all")], (10, 5)),
+        openai_calls(
+            &[("c3", "load_skill", r#"{"skill": "log-inspect"}"#)],
+            (10, 5),
+        ),
+        openai_answer("recovered", (10, 5)),
+    ]);
+    let out = agent(&model, &["do something"]);
+    assert_eq!(out.run.code, 0, "{}", out.run.stderr);
+    let requests = model.requests();
+    let last = |i: usize| tool_messages(&requests[i]).last().cloned().unwrap();
+    assert!(
+        last(1).contains("unknown tool `nope`") && last(1).contains("load_skill"),
+        "{}",
+        last(1)
+    );
+    assert!(last(2).contains("not valid JSON"), "{}", last(2));
+    assert!(last(3).contains("`name` is required"), "{}", last(3));
+    assert_eq!(
+        out.trace()
+            .iter()
+            .filter(|e| e["outcome"] == "corrected")
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn a_tool_timeout_is_reported_to_the_model() {
+    let kit = testkit_skills();
+    let model = FakeModel::start(vec![
+        openai_calls(&[("c1", "load_skill", r#"{"name": "testkit"}"#)], (10, 5)),
+        openai_calls(&[("c2", "testkit__spin", "{}")], (10, 5)),
+        openai_answer("the tool timed out", (10, 5)),
+    ]);
+    let started = std::time::Instant::now();
+    let out = agent(
+        &model,
+        &[
+            "spin",
+            "--skills",
+            kit.path().to_str().unwrap(),
+            "--timeout-ms",
+            "300",
+        ],
+    );
+    assert_eq!(out.run.code, 0, "{}", out.run.stderr);
+    assert!(started.elapsed() < std::time::Duration::from_secs(20));
+    let result = tool_messages(&model.requests()[2]).last().cloned().unwrap();
+    assert!(
+        result.contains("timeout") && result.contains("300 ms"),
+        "{result}"
+    );
+}
+
+#[test]
+fn a_429_is_retried_after_retry_after() {
+    let model = FakeModel::start(vec![
+        Reply::Status {
+            status: 429,
+            headers: vec![("retry-after".into(), "0".into())],
+            body: "slow down".into(),
+        },
+        Reply::Status {
+            status: 503,
+            headers: vec![("retry-after".into(), "0".into())],
+            body: "busy".into(),
+        },
+        openai_answer("after retries", (10, 5)),
+    ]);
+    let out = agent(&model, &["hello"]);
+    assert_eq!(out.run.code, 0, "{}", out.run.stderr);
+    assert_eq!(out.run.stdout.trim(), "after retries");
+    assert_eq!(model.requests().len(), 3);
+}
+
+#[test]
+fn the_step_limit_stops_with_exit_3_and_an_honest_conclusion() {
+    let model = FakeModel::start(vec![
+        openai_calls(
+            &[("c1", "load_skill", r#"{"name": "log-inspect"}"#)],
+            (10, 5),
+        ),
+        openai_calls(&[("c2", "load_skill", r#"{"name": "data-peek"}"#)], (10, 5)),
+        openai_calls(
+            &[("c3", "load_skill", r#"{"name": "report-digest"}"#)],
+            (10, 5),
+        ),
+    ]);
+    let out = agent(&model, &["never ends", "--max-steps", "2"]);
+    assert_eq!(out.run.code, 3, "{}", out.run.stderr);
+    let answer = &out.run.stdout;
+    assert!(
+        answer.contains("Stopped before finishing: the step limit (2) was reached"),
+        "{answer}"
+    );
+    assert!(
+        answer.contains("load_skill {\"name\": \"log-inspect\"}"),
+        "lists what was done: {answer}"
+    );
+    assert!(answer.contains("Not done"), "{answer}");
+    assert_eq!(model.requests().len(), 2);
+}
+
+#[test]
+fn the_token_budget_warns_at_80_percent_and_stops_with_exit_4() {
+    let model = FakeModel::start(vec![
+        openai_calls(
+            &[("c1", "load_skill", r#"{"name": "log-inspect"}"#)],
+            (500, 100),
+        ),
+        openai_calls(
+            &[("c2", "load_skill", r#"{"name": "data-peek"}"#)],
+            (500, 100),
+        ),
+        openai_answer("never reached", (10, 5)),
+    ]);
+    let out = agent(&model, &["spend", "--budget-tokens", "1000"]);
+    assert_eq!(out.run.code, 4, "{}", out.run.stderr);
+    assert!(out.run.stderr.contains("(80%)"), "{}", out.run.stderr);
+    assert!(
+        out.run.stdout.contains("token budget (1000)"),
+        "{}",
+        out.run.stdout
+    );
+    assert_eq!(model.requests().len(), 2);
+}
+
+#[test]
+fn three_identical_calls_in_a_row_stop_with_exit_6() {
+    let same = r#"{"name": "log-inspect"}"#;
+    let model = FakeModel::start(vec![
+        openai_calls(&[("c1", "load_skill", same)], (10, 5)),
+        openai_calls(&[("c2", "load_skill", same)], (10, 5)),
+        openai_calls(&[("c3", "load_skill", same)], (10, 5)),
+        openai_answer("never reached", (10, 5)),
+    ]);
+    let out = agent(&model, &["loop"]);
+    assert_eq!(out.run.code, 6, "{}", out.run.stderr);
+    assert!(
+        out.run.stdout.contains("same arguments 3 times in a row"),
+        "{}",
+        out.run.stdout
+    );
+}
+
+#[test]
+fn a_retried_write_call_is_deduplicated_by_its_idempotency_key() {
+    let kit = testkit_skills();
+    let ws = workspace(&[]);
+    let write = r#"{"path": "/workspace/out.txt", "contents": "v1"}"#;
+    let model = FakeModel::start(vec![
+        openai_calls(&[("c1", "load_skill", r#"{"name": "testkit"}"#)], (10, 5)),
+        openai_calls(&[("c2", "testkit__write-file", write)], (10, 5)),
+        openai_calls(
+            &[(
+                "c3",
+                "testkit__write-file",
+                r#"{"contents": "v1", "path": "/workspace/out.txt"}"#,
+            )],
+            (10, 5),
+        ),
+        openai_answer("written once", (10, 5)),
+    ]);
+    let out = agent(
+        &model,
+        &[
+            "write it",
+            "--skills",
+            kit.path().to_str().unwrap(),
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--allow-write",
+        ],
+    );
+    assert_eq!(out.run.code, 0, "{}", out.run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
+        "v1"
+    );
+    let writes = out
+        .audit()
+        .iter()
+        .filter(|r| r["tool"] == "testkit__write-file")
+        .count();
+    assert_eq!(writes, 1, "executed once: {:?}", out.audit());
+    let second = tool_messages(&model.requests()[3]).last().cloned().unwrap();
+    assert!(second.starts_with("not executed again"), "{second}");
+    assert!(out.trace().iter().any(|e| e["outcome"] == "deduplicated"));
+}
+
+#[test]
+fn external_mcp_servers_join_with_prefixed_names() {
+    let kit = testkit_skills();
+    let config = tempfile::NamedTempFile::new().unwrap();
+    let spec = json!({"mcpServers": {"ext": {
+        "command": skillbox_bin(),
+        "args": ["serve", "--no-audit", "--tools", "all", "--skills", kit.path()],
+        "env": {"SKILLBOX_CACHE_DIR": repo().join("target/test-cache")}
+    }}});
+    std::fs::write(config.path(), spec.to_string()).unwrap();
+    let model = FakeModel::start(vec![
+        openai_calls(&[("c1", "ext__testkit__noop", "{}")], (10, 5)),
+        openai_answer("the external tool said 42", (10, 5)),
+    ]);
+    let out = agent(
+        &model,
+        &[
+            "use the external tool",
+            "--mcp-config",
+            config.path().to_str().unwrap(),
+        ],
+    );
+    assert_eq!(out.run.code, 0, "{}", out.run.stderr);
+    let requests = model.requests();
+    let names = tool_names(&requests[0]);
+    assert!(
+        names.contains(&"ext__testkit__noop".to_string())
+            && names.contains(&"load_skill".to_string()),
+        "{names:?}"
+    );
+    assert!(names.contains(&"ext__load_skill".to_string()));
+    assert!(tool_messages(&requests[1])[0].contains("42"));
+
+    let bad = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(
+        bad.path(),
+        r#"{"mcpServers": {"bad name!": {"command": "x"}}}"#,
+    )
+    .unwrap();
+    let (mut cmd, _state) = command(
+        Some(&model),
+        &["x", "--mcp-config", bad.path().to_str().unwrap()],
+    );
+    let run: Run = cmd.output().unwrap().into();
+    assert_eq!(run.code, 2);
+    assert!(
+        run.stderr.contains("server name `bad name!`"),
+        "{}",
+        run.stderr
+    );
+}
+
+#[test]
+fn trimming_keeps_the_task_constraint() {
+    let task = "Count the ERROR lines in logs/app.log. CONSTRAINT: reply in exactly one sentence.";
+    let mut replies = vec![openai_calls(
+        &[("c0", "load_skill", r#"{"name": "log-inspect"}"#)],
+        (10, 5),
+    )];
+    for i in 0..8 {
+        let args = format!(
+            r#"{{"path": "logs/app.log", "start": {}, "count": 40}}"#,
+            1 + i * 40
+        );
+        replies.push(openai_calls(
+            &[(&format!("c{}", i + 1), "log-inspect__read-lines", &args)],
+            (10, 5),
+        ));
+    }
+    replies.push(openai_answer("There are 5 ERROR lines.", (10, 5)));
+    let model = FakeModel::start(replies);
+    let out = agent(
+        &model,
+        &[task, "--workspace", &examples(), "--context-tokens", "9000"],
+    );
+    assert_eq!(out.run.code, 0, "{}", out.run.stderr);
+    let last = model.requests().last().unwrap().clone();
+    assert_eq!(
+        last.body["messages"][1]["content"], task,
+        "the task survives trimming"
+    );
+    let results = tool_messages(&last);
+    assert!(
+        results
+            .iter()
+            .any(|r| r.starts_with("[trimmed: this result of `log-inspect__read-lines`")),
+        "{results:?}"
+    );
+    assert!(
+        !results.last().unwrap().starts_with("[trimmed"),
+        "recent results stay whole"
+    );
+    assert!(out.trace().iter().any(|e| e["event"] == "trim"));
+}
+
+#[test]
+fn anthropic_messages_with_tool_use() {
+    let model = FakeModel::start(vec![
+        anthropic_tool_use("toolu_1", "load_skill", json!({"name": "data-peek"})),
+        anthropic_tool_use(
+            "toolu_2",
+            "data-peek__query",
+            json!({"filter": "length", "input": "[1,2,3]"}),
+        ),
+        anthropic_answer("The array has 3 items."),
+    ]);
+    let out = agent(
+        &model,
+        &["How long is [1,2,3]?", "--model", "anthropic:claude-test"],
+    );
+    assert_eq!(out.run.code, 0, "{}", out.run.stderr);
+    assert_eq!(out.run.stdout.trim(), "The array has 3 items.");
+    let requests = model.requests();
+    assert_eq!(requests[0].path, "/v1/messages");
+    assert_eq!(requests[0].headers["x-api-key"], "test-key");
+    assert_eq!(requests[0].headers["anthropic-version"], "2023-06-01");
+    assert!(
+        requests[0].body["system"]
+            .as_str()
+            .unwrap()
+            .contains("Rules")
+    );
+    assert_eq!(requests[0].body["model"], "claude-test");
+    assert!(requests[0].body["tools"][0]["input_schema"].is_object());
+    let messages = requests[2].body["messages"].as_array().unwrap();
+    let last_user = messages.last().unwrap();
+    assert_eq!(last_user["role"], "user");
+    assert_eq!(last_user["content"][0]["type"], "tool_result");
+    assert_eq!(last_user["content"][0]["tool_use_id"], "toolu_2");
+    assert!(
+        last_user["content"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("\"3\"")
+    );
+    assert_eq!(messages[1]["content"][1]["type"], "tool_use");
+}
+
+#[test]
+fn provider_problems_are_one_line_with_exit_5() {
+    let (mut cmd, _state) = command(None, &["hello"]);
+    let missing: Run = cmd.output().unwrap().into();
+    assert_eq!(missing.code, 5);
+    assert!(
+        missing.stderr.contains("OPENAI_API_KEY is not set"),
+        "{}",
+        missing.stderr
+    );
+    assert_eq!(missing.stderr.lines().count(), 1, "{}", missing.stderr);
+
+    let (mut cmd, _state) = command(None, &["hello"]);
+    cmd.env("OPENAI_BASE_URL", "http://127.0.0.1:9/v1");
+    let unreachable: Run = cmd.output().unwrap().into();
+    assert_eq!(unreachable.code, 5, "{}", unreachable.stderr);
+    assert!(
+        unreachable
+            .stderr
+            .contains("cannot reach the model endpoint http://127.0.0.1:9/v1/chat/completions"),
+        "{}",
+        unreachable.stderr
+    );
+}
+
+#[test]
+fn explicit_invocation_loads_the_skill_up_front() {
+    let model = FakeModel::start(vec![
+        openai_calls(
+            &[(
+                "c1",
+                "log-inspect__count-lines",
+                r#"{"path": "logs/app.log"}"#,
+            )],
+            (10, 5),
+        ),
+        openai_answer("1200 lines", (10, 5)),
+    ]);
+    let out = agent(
+        &model,
+        &[
+            "/skill:log-inspect logs/app.log",
+            "--workspace",
+            &examples(),
+        ],
+    );
+    assert_eq!(out.run.code, 0, "{}", out.run.stderr);
+    let first = &model.requests()[0];
+    let task = first.body["messages"][1]["content"].as_str().unwrap();
+    assert!(task.starts_with("<skill name=\"log-inspect\""), "{task}");
+    assert!(
+        task.contains("<user-request>\nlogs/app.log\n</user-request>"),
+        "{task}"
+    );
+    assert!(tool_names(first).contains(&"log-inspect__count-lines".to_string()));
+}
