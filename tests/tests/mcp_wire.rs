@@ -12,6 +12,16 @@ use serde_json::{Value, json};
 use skillbox_e2e::mcp::{Recorder, call};
 use skillbox_e2e::{repo, skillbox_bin};
 
+/// `skillbox serve ARGS…` from the repository, with the test cache.
+fn serve(args: &[&str]) -> Command {
+    let mut cmd = Command::new(skillbox_bin());
+    cmd.arg("serve")
+        .args(args)
+        .current_dir(repo())
+        .env("SKILLBOX_CACHE_DIR", repo().join("target/test-cache"));
+    cmd
+}
+
 struct Raw {
     child: Child,
     lines: mpsc::Receiver<String>,
@@ -19,10 +29,7 @@ struct Raw {
 
 impl Raw {
     fn start() -> Raw {
-        let mut child = Command::new(skillbox_bin())
-            .args(["serve", "--no-audit"])
-            .current_dir(repo())
-            .env("SKILLBOX_CACHE_DIR", repo().join("target/test-cache"))
+        let mut child = serve(&["--no-audit"])
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -124,10 +131,7 @@ fn each_bad_line_gets_its_error_and_the_next_is_served() {
 /// `skillbox serve --http 127.0.0.1:0`, and the URL it reports.
 fn start_http() -> (Server, String) {
     let mut server = Server(
-        Command::new(skillbox_bin())
-            .args(["serve", "--no-audit", "--http", "127.0.0.1:0"])
-            .current_dir(repo())
-            .env("SKILLBOX_CACHE_DIR", repo().join("target/test-cache"))
+        serve(&["--no-audit", "--http", "127.0.0.1:0"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -249,10 +253,7 @@ fn piped_requests_are_all_answered_before_exit() {
     .iter()
     .map(|m| m.to_string() + "\n")
     .collect::<String>();
-    let mut child = Command::new(skillbox_bin())
-        .args(["serve", "--no-audit"])
-        .current_dir(repo())
-        .env("SKILLBOX_CACHE_DIR", repo().join("target/test-cache"))
+    let mut child = serve(&["--no-audit"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

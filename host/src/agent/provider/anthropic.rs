@@ -29,16 +29,7 @@ impl Anthropic {
         timeout: Duration,
         retry: RetryPolicy,
     ) -> Result<Self, ProviderError> {
-        let base_url = base_url
-            .map(String::from)
-            .or_else(|| {
-                std::env::var("ANTHROPIC_BASE_URL")
-                    .ok()
-                    .filter(|s| !s.is_empty())
-            })
-            .unwrap_or_else(|| DEFAULT_BASE_URL.to_string())
-            .trim_end_matches('/')
-            .to_string();
+        let base_url = super::base_url(base_url, "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL);
         let key = std::env::var("ANTHROPIC_API_KEY")
             .ok()
             .filter(|k| !k.is_empty())

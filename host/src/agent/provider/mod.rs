@@ -62,6 +62,16 @@ pub enum ProviderError {
     UnknownProvider(String),
 }
 
+/// The endpoint: the flag, else the environment variable, else the
+/// provider's public endpoint; without a trailing slash.
+fn base_url(flag: Option<&str>, variable: &str, default: &str) -> String {
+    flag.map(String::from)
+        .or_else(|| std::env::var(variable).ok().filter(|s| !s.is_empty()))
+        .unwrap_or_else(|| default.to_string())
+        .trim_end_matches('/')
+        .to_string()
+}
+
 /// A configured model endpoint.
 pub enum Provider {
     OpenAi(openai::OpenAi),
