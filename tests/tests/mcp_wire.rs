@@ -279,3 +279,17 @@ fn piped_requests_are_all_answered_before_exit() {
         json!(["[0,1,2]"])
     );
 }
+
+#[test]
+fn a_client_that_leaves_before_initializing_is_not_an_error() {
+    let out = serve(&["--no-audit"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.stdout.is_empty());
+}

@@ -83,8 +83,16 @@ pub async fn serve_on(
     ));
     let gate = tokio::spawn(gate(BufReader::new(input), to_rmcp, lines_tx, pending));
 
-    let service = Session::new(host).serve((rmcp_in, rmcp_out)).await?;
-    let _ = service.waiting().await;
+    match Session::new(host).serve((rmcp_in, rmcp_out)).await {
+        Ok(service) => {
+            let _ = service.waiting().await;
+        }
+        // A client that leaves before initializing is not a server failure.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+            tracing::info!("the client closed stdin before initializing");
+        }
+        Err(e) => return Err(anyhow::anyhow!("the MCP handshake failed: {e}")),
+    }
     gate.abort();
     let _ = forward.await;
     let _ = writer.await;
