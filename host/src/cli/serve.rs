@@ -92,9 +92,10 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
     let runtime = runtime()?;
     runtime.block_on(async move {
         let sandbox = Arc::new(Sandbox::new()?);
+        let baseline = reload::fingerprint_sources(&options.sources);
         let host = Arc::new(Host::new(options, sandbox, audit));
         if let Some(interval) = host.options.reload_interval {
-            tokio::spawn(reload::watch(host.clone(), interval));
+            tokio::spawn(reload::watch(host.clone(), interval, baseline));
         }
         let show_banner = args.banner || std::io::stderr().is_terminal();
         match http_addr {

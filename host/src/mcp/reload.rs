@@ -11,6 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::host::Host;
+use crate::skill::SourceOptions;
 use crate::skill::discover::MAX_ENTRIES;
 
 /// A hash of every file's path, size and modification time below the roots.
@@ -49,11 +50,20 @@ fn walk(dir: &Path, depth: usize, hasher: &mut DefaultHasher, budget: &mut usize
     }
 }
 
-/// Watches the sources and reloads on change, until the host is dropped.
-pub async fn watch(host: Arc<Host>, interval: Duration) {
+/// The fingerprint of every source folder `options` names.
+pub fn fingerprint_sources(options: &SourceOptions) -> u64 {
+    let sources = options.sources();
+    let roots: Vec<&Path> = sources.iter().map(|s| s.root.as_path()).collect();
+    fingerprint(&roots)
+}
+
+/// Watches the sources and reloads on change. `baseline` is the
+/// fingerprint taken before the host built its catalog, so a change made
+/// while the server starts is not missed.
+pub async fn watch(host: Arc<Host>, interval: Duration, baseline: u64) {
     let sources = host.options.sources.sources();
     let roots: Vec<&Path> = sources.iter().map(|s| s.root.as_path()).collect();
-    let mut last = fingerprint(&roots);
+    let mut last = baseline;
     loop {
         tokio::time::sleep(interval).await;
         let now = fingerprint(&roots);
