@@ -55,11 +55,13 @@ pub struct AgentArgs {
     /// Context size in tokens above which old tool results are trimmed.
     #[arg(long, value_name = "N", default_value_t = 32_000)]
     context_tokens: usize,
-    /// How long a read tool may take, in ms (write 30000, script 60000).
+    /// How long a read tool call may take, in ms.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     read_timeout_ms: u64,
+    /// How long a write or destructive tool call may take, in ms.
     #[arg(long, value_name = "MS", default_value_t = 30_000)]
     write_timeout_ms: u64,
+    /// How long a script run may take, in ms.
     #[arg(long, value_name = "MS", default_value_t = 60_000)]
     script_timeout_ms: u64,
     /// How long one model request may take, in seconds.
