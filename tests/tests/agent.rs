@@ -400,12 +400,16 @@ fn a_retried_write_call_is_deduplicated_by_its_idempotency_key() {
         std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
         "v1"
     );
-    let writes = out
-        .audit()
+    let audit = out.audit();
+    let writes: Vec<&Value> = audit
         .iter()
         .filter(|r| r["tool"] == "testkit__write-file")
-        .count();
-    assert_eq!(writes, 1, "executed once: {:?}", out.audit());
+        .collect();
+    assert_eq!(writes.len(), 1, "executed once: {audit:?}");
+    let key = writes[0]["idempotency_key"]
+        .as_str()
+        .expect("the key travels in _meta and is audited");
+    assert_eq!(key.len(), 64);
     let second = tool_messages(&model.requests()[3]).last().cloned().unwrap();
     assert!(second.starts_with("not executed again"), "{second}");
     assert!(out.trace().iter().any(|e| e["outcome"] == "deduplicated"));

@@ -423,7 +423,12 @@ impl<'a> AgentLoop<'a> {
         }
         let result = self
             .hub
-            .call(tool, arguments, self.options.timeouts.of(tool.class))
+            .call(
+                tool,
+                arguments,
+                self.options.timeouts.of(tool.class),
+                key.as_deref(),
+            )
             .await;
         if let Some(key) = key
             && !result.is_error

@@ -7,13 +7,16 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::ServiceExt;
-use rmcp::model::{CallToolRequest, CallToolRequestParams, ClientRequest, ServerResult, Tool};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, ClientRequest, RequestMetaObject, ServerResult, Tool,
+};
 use rmcp::service::{PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Map, Value};
 
 use super::conversation::ToolDef;
 use super::mcp_config::{McpConfig, ServerSpec};
+use crate::mcp::audit::IDEMPOTENCY_META_KEY;
 use crate::mcp::{Host, Session};
 use crate::sandbox::SideEffect;
 
@@ -123,16 +126,24 @@ impl ToolHub {
         Ok(out)
     }
 
-    /// Calls a tool, giving up (and cancelling it) after `timeout`.
+    /// Calls a tool, giving up (and cancelling it) after `timeout`. An
+    /// idempotency key travels in the request's `_meta` under
+    /// [`IDEMPOTENCY_META_KEY`], for servers that record or honour it.
     pub async fn call(
         &self,
         tool: &HubTool,
         arguments: Map<String, Value>,
         timeout: Duration,
+        idempotency_key: Option<&str>,
     ) -> CallResult {
         let peer = self.connections[tool.server].client.peer();
         let params = CallToolRequestParams::new(tool.remote_name.clone()).with_arguments(arguments);
-        let options = PeerRequestOptions::with_timeout(timeout);
+        let mut options = PeerRequestOptions::with_timeout(timeout);
+        if let Some(key) = idempotency_key {
+            let mut meta = RequestMetaObject::new();
+            meta.insert(IDEMPOTENCY_META_KEY.to_string(), Value::from(key));
+            options = options.with_meta(meta);
+        }
         let handle = match peer
             .send_cancellable_request(
                 ClientRequest::CallToolRequest(CallToolRequest::new(params)),

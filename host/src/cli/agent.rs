@@ -145,7 +145,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
             if let Some(load) = tools.get(crate::mcp::host_tools::LOAD_SKILL) {
                 let mut args = Map::new();
                 args.insert("name".into(), Value::from(name.as_str()));
-                hub.call(load, args, Duration::from_secs(30)).await;
+                hub.call(load, args, Duration::from_secs(30), None).await;
             }
         }
         eprintln!(

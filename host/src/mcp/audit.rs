@@ -7,6 +7,10 @@ use std::sync::Mutex;
 
 use serde::Serialize;
 
+/// The `_meta` key under which a client sends an idempotency key for a
+/// side-effecting call; it is recorded with the call.
+pub const IDEMPOTENCY_META_KEY: &str = "io.skillbox/idempotencyKey";
+
 /// One tool call, as recorded.
 #[derive(Debug, Clone, Serialize)]
 pub struct Record {
@@ -25,6 +29,8 @@ pub struct Record {
     pub outcome: String,
     pub duration_ms: f64,
     pub fuel: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
 }
 
 pub struct AuditLog {

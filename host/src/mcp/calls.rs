@@ -37,6 +37,15 @@ pub fn client_name(context: &RequestContext<RoleServer>) -> Option<String> {
         .map(|info| format!("{} {}", info.client_info.name, info.client_info.version))
 }
 
+/// The idempotency key a client sent with this request, if any.
+pub fn idempotency_key(context: &RequestContext<RoleServer>) -> Option<String> {
+    context
+        .meta
+        .get(super::audit::IDEMPOTENCY_META_KEY)
+        .and_then(|v| v.as_str())
+        .map(String::from)
+}
+
 /// Runs `call` under the server's concurrency limit. Cancelling `ct` drops
 /// the call, which stops the guest at its next epoch tick.
 pub async fn supervise<T>(

@@ -20,7 +20,7 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use serde_json::{Map, Value};
 
-use super::calls::{ProgressSink, client_name, supervise};
+use super::calls::{ProgressSink, client_name, idempotency_key, supervise};
 use super::host::{CallRecord, Host, ToolsMode};
 use super::host_tools::{self, LOAD_SKILL, READ_SKILL_FILE, RUN_SCRIPT, with_notes};
 use super::{prompts, resources, results};
@@ -112,6 +112,7 @@ impl Session {
             component: Some((&tool.component_path, &tool.component.digest)),
             grants: Some(resolved.grants.summary()),
             arguments: &arguments,
+            idempotency_key: idempotency_key(context),
         };
         let call = async {
             let outcome = self
@@ -225,6 +226,7 @@ impl ServerHandler for Session {
                     component: None,
                     grants: None,
                     arguments: &arguments,
+                    idempotency_key: None,
                 };
                 self.host.record(
                     &record,

@@ -67,6 +67,7 @@ pub struct CallRecord<'a> {
     pub component: Option<(&'a str, &'a str)>,
     pub grants: Option<String>,
     pub arguments: &'a Value,
+    pub idempotency_key: Option<String>,
 }
 
 impl Host {
@@ -185,6 +186,7 @@ impl Host {
             outcome: outcome.to_string(),
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
             fuel,
+            idempotency_key: call.idempotency_key.clone(),
         });
     }
 }

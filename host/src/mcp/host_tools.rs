@@ -395,6 +395,7 @@ pub async fn run_script(
         component: Some((&script.component, &component.digest)),
         grants: Some(resolved.grants.summary()),
         arguments: &arguments,
+        idempotency_key: None,
     };
     let call = async {
         let outcome = host
