@@ -17,6 +17,17 @@ fn isolated(args: &[&str]) -> Run {
         .into()
 }
 
+/// The entry for `name` in a JSON report's `skills` array.
+fn skill_named(doc: &serde_json::Value, name: &str) -> serde_json::Value {
+    doc["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no skill {name} in {doc}"))
+        .clone()
+}
+
 #[test]
 fn list_shows_the_bundled_skills_as_a_table_and_json() {
     let out = isolated(&["skills", "list"]);
@@ -62,13 +73,7 @@ fn list_with_an_explicit_source_shadows_and_reports_problems() {
         extra.path().to_str().unwrap(),
     ])
     .json();
-    let logs = doc["skills"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "log-inspect")
-        .unwrap()
-        .clone();
+    let logs = skill_named(&doc, "log-inspect");
     assert_eq!(logs["source"], "explicit");
     let rules: Vec<&str> = doc["diagnostics"]
         .as_array()
@@ -86,13 +91,7 @@ fn tokens_reports_each_tier_per_skill() {
     assert_eq!(out.code, 0, "{}", out.stderr);
     let doc = out.json();
     assert_eq!(doc["tokenizer"], "o200k_base");
-    let logs = doc["skills"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["name"] == "log-inspect")
-        .unwrap()
-        .clone();
+    let logs = skill_named(&doc, "log-inspect");
     assert_eq!(logs["tools"].as_array().unwrap().len(), 5);
     assert!(logs["body"].as_u64().unwrap() > 200);
     assert!(

@@ -70,12 +70,15 @@ pub enum Stop {
 }
 
 impl Stop {
+    /// Also used when the provider cannot even be configured.
+    pub const PROVIDER_EXIT_CODE: u8 = 5;
+
     pub fn exit_code(&self) -> u8 {
         match self {
             Stop::Done => 0,
             Stop::StepLimit(_) => 3,
             Stop::Budget(_) => 4,
-            Stop::Provider(_) => 5,
+            Stop::Provider(_) => Self::PROVIDER_EXIT_CODE,
             Stop::Stuck(_) => 6,
         }
     }

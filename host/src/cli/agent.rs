@@ -96,7 +96,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         Ok(p) => p,
         Err(e) => {
             eprintln!("error: {e}");
-            return Ok(ExitCode::from(Stop::Provider(String::new()).exit_code()));
+            return Ok(ExitCode::from(Stop::PROVIDER_EXIT_CODE));
         }
     };
     let audit_path = args.audit.clone().or_else(AuditLog::default_path);
@@ -137,16 +137,13 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         let hub = ToolHub::connect(host, config.as_ref())
             .await
             .map_err(CliError::Usage)?;
-        if let Err(clash) = hub.list().await {
-            return Err(CliError::Usage(clash));
-        }
-        if let Some(name) = &invoked {
-            let tools = hub.list().await.map_err(CliError::Usage)?;
-            if let Some(load) = tools.get(crate::mcp::host_tools::LOAD_SKILL) {
-                let mut args = Map::new();
-                args.insert("name".into(), Value::from(name.as_str()));
-                hub.call(load, args, Duration::from_secs(30), None).await;
-            }
+        // Listing once up front refuses name clashes before any model call.
+        let tools = hub.list().await.map_err(CliError::Usage)?;
+        if let (Some(name), Some(load)) = (&invoked, tools.get(crate::mcp::host_tools::LOAD_SKILL))
+        {
+            let mut args = Map::new();
+            args.insert("name".into(), Value::from(name.as_str()));
+            hub.call(load, args, Duration::from_secs(30), None).await;
         }
         eprintln!(
             "agent: {} · {} skills · max {} steps",

@@ -44,7 +44,9 @@ pub struct ServeOptions {
 
 /// A skill's resolved tools, valid while its digests are unchanged.
 struct ResolvedTools {
-    fingerprint: String,
+    /// SKILL.md's digest and the components' digests it was resolved from.
+    digest: String,
+    components: Vec<(String, String)>,
     tools: Arc<Vec<SkillTool>>,
 }
 
@@ -129,9 +131,9 @@ impl Host {
     /// A skill's tools, compiling its components on first use and again
     /// only when the skill changes.
     pub fn tools_of(&self, skill: &Skill) -> Arc<Vec<SkillTool>> {
-        let fingerprint = format!("{}{:?}", skill.digest, skill.components);
         if let Some(hit) = self.lock_resolved().get(skill.name())
-            && hit.fingerprint == fingerprint
+            && hit.digest == skill.digest
+            && hit.components == skill.components
         {
             return hit.tools.clone();
         }
@@ -143,7 +145,8 @@ impl Host {
         self.lock_resolved().insert(
             skill.name().to_string(),
             ResolvedTools {
-                fingerprint,
+                digest: skill.digest.clone(),
+                components: skill.components.clone(),
                 tools: tools.clone(),
             },
         );

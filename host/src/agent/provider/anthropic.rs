@@ -1,11 +1,8 @@
 //! Anthropic Messages with tool use.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
-use super::retry::{RetryPolicy, send_json};
-use super::{ModelRequest, ModelResponse, ProviderError, Usage};
+use super::{Endpoint, ModelRequest, ModelResponse, ProviderError, Usage};
 use crate::agent::conversation::{Message, ToolCall};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -13,23 +10,12 @@ pub const API_VERSION: &str = "2023-06-01";
 const MAX_TOKENS: u32 = 4096;
 
 pub struct Anthropic {
-    client: reqwest::Client,
-    pub model: String,
-    pub base_url: String,
+    pub endpoint: Endpoint,
     key: String,
-    timeout: Duration,
-    retry: RetryPolicy,
 }
 
 impl Anthropic {
-    pub fn from_env(
-        client: reqwest::Client,
-        model: &str,
-        base_url: Option<&str>,
-        timeout: Duration,
-        retry: RetryPolicy,
-    ) -> Result<Self, ProviderError> {
-        let base_url = super::base_url(base_url, "ANTHROPIC_BASE_URL", DEFAULT_BASE_URL);
+    pub fn from_env(endpoint: Endpoint) -> Result<Self, ProviderError> {
         let key = std::env::var("ANTHROPIC_API_KEY")
             .ok()
             .filter(|k| !k.is_empty())
@@ -37,14 +23,7 @@ impl Anthropic {
                 variable: "ANTHROPIC_API_KEY",
                 base_variable: "ANTHROPIC_BASE_URL",
             })?;
-        Ok(Anthropic {
-            client,
-            model: model.to_string(),
-            base_url,
-            key,
-            timeout,
-            retry,
-        })
+        Ok(Anthropic { endpoint, key })
     }
 
     /// Anthropic wants tool results inside a user turn, consecutive results
@@ -85,7 +64,7 @@ impl Anthropic {
             }
         }
         let mut body = json!({
-            "model": self.model,
+            "model": self.endpoint.model,
             "max_tokens": MAX_TOKENS,
             "system": request.system,
             "messages": messages,
@@ -104,16 +83,15 @@ impl Anthropic {
         &self,
         request: &ModelRequest<'_>,
     ) -> Result<ModelResponse, ProviderError> {
-        let url = format!("{}/v1/messages", self.base_url);
         let body = self.body(request);
-        let reply = send_json(&url, self.timeout, self.retry, || {
-            self.client
-                .post(&url)
-                .header("x-api-key", &self.key)
-                .header("anthropic-version", API_VERSION)
-                .json(&body)
-        })
-        .await?;
+        let reply = self
+            .endpoint
+            .post_json("/v1/messages", &body, |builder| {
+                builder
+                    .header("x-api-key", &self.key)
+                    .header("anthropic-version", API_VERSION)
+            })
+            .await?;
         parse(&reply)
     }
 }

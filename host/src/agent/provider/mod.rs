@@ -72,6 +72,33 @@ fn base_url(flag: Option<&str>, variable: &str, default: &str) -> String {
         .to_string()
 }
 
+/// What every provider has: the HTTP client, the model, where it is
+/// served and how requests are retried.
+pub struct Endpoint {
+    client: reqwest::Client,
+    pub model: String,
+    pub base_url: String,
+    timeout: Duration,
+    retry: RetryPolicy,
+}
+
+impl Endpoint {
+    /// POSTs `body` as JSON to `base_url + path`, letting `authorize` add
+    /// the provider's headers, with retries; returns the reply's JSON.
+    async fn post_json(
+        &self,
+        path: &str,
+        body: &serde_json::Value,
+        authorize: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> Result<serde_json::Value, ProviderError> {
+        let url = format!("{}{path}", self.base_url);
+        retry::send_json(&url, self.timeout, self.retry, || {
+            authorize(self.client.post(&url).json(body))
+        })
+        .await
+    }
+}
+
 /// A configured model endpoint.
 pub enum Provider {
     OpenAi(openai::OpenAi),
@@ -92,12 +119,20 @@ impl Provider {
             .timeout(timeout)
             .build()
             .map_err(|e| ProviderError::BadReply(e.to_string()))?;
+        let endpoint = |variable: &str, default: &str| Endpoint {
+            client: client.clone(),
+            model: model.to_string(),
+            base_url: self::base_url(base_url, variable, default),
+            timeout,
+            retry,
+        };
         match kind {
-            "openai" => Ok(Provider::OpenAi(openai::OpenAi::from_env(
-                client, model, base_url, timeout, retry,
-            )?)),
+            "openai" => Ok(Provider::OpenAi(openai::OpenAi::from_env(endpoint(
+                "OPENAI_BASE_URL",
+                openai::DEFAULT_BASE_URL,
+            ))?)),
             "anthropic" => Ok(Provider::Anthropic(anthropic::Anthropic::from_env(
-                client, model, base_url, timeout, retry,
+                endpoint("ANTHROPIC_BASE_URL", anthropic::DEFAULT_BASE_URL),
             )?)),
             other => Err(ProviderError::UnknownProvider(other.to_string())),
         }
@@ -115,8 +150,12 @@ impl Provider {
 
     pub fn describe(&self) -> String {
         match self {
-            Provider::OpenAi(p) => format!("openai:{} at {}", p.model, p.base_url),
-            Provider::Anthropic(p) => format!("anthropic:{} at {}", p.model, p.base_url),
+            Provider::OpenAi(p) => {
+                format!("openai:{} at {}", p.endpoint.model, p.endpoint.base_url)
+            }
+            Provider::Anthropic(p) => {
+                format!("anthropic:{} at {}", p.endpoint.model, p.endpoint.base_url)
+            }
         }
     }
 }

@@ -1,53 +1,32 @@
 //! OpenAI-compatible Chat Completions with tools: OpenAI, Ollama,
 //! llama.cpp's server, vLLM, LM Studio.
 
-use std::time::Duration;
-
 use serde_json::{Value, json};
 
-use super::retry::{RetryPolicy, send_json};
-use super::{ModelRequest, ModelResponse, ProviderError, Usage};
+use super::{Endpoint, ModelRequest, ModelResponse, ProviderError, Usage};
 use crate::agent::conversation::{Message, ToolCall};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 pub struct OpenAi {
-    client: reqwest::Client,
-    pub model: String,
-    pub base_url: String,
+    pub endpoint: Endpoint,
     key: Option<String>,
-    timeout: Duration,
-    retry: RetryPolicy,
 }
 
 impl OpenAi {
     /// `OPENAI_BASE_URL` (or `base_url`), and `OPENAI_API_KEY`, which only
     /// the default endpoint requires: local servers usually take none.
-    pub fn from_env(
-        client: reqwest::Client,
-        model: &str,
-        base_url: Option<&str>,
-        timeout: Duration,
-        retry: RetryPolicy,
-    ) -> Result<Self, ProviderError> {
-        let base_url = super::base_url(base_url, "OPENAI_BASE_URL", DEFAULT_BASE_URL);
+    pub fn from_env(endpoint: Endpoint) -> Result<Self, ProviderError> {
         let key = std::env::var("OPENAI_API_KEY")
             .ok()
             .filter(|k| !k.is_empty());
-        if key.is_none() && base_url == DEFAULT_BASE_URL {
+        if key.is_none() && endpoint.base_url == DEFAULT_BASE_URL {
             return Err(ProviderError::MissingKey {
                 variable: "OPENAI_API_KEY",
                 base_variable: "OPENAI_BASE_URL",
             });
         }
-        Ok(OpenAi {
-            client,
-            model: model.to_string(),
-            base_url,
-            key,
-            timeout,
-            retry,
-        })
+        Ok(OpenAi { endpoint, key })
     }
 
     pub fn body(&self, request: &ModelRequest<'_>) -> Value {
@@ -70,7 +49,7 @@ impl OpenAi {
                 }
             });
         }
-        let mut body = json!({"model": self.model, "messages": messages});
+        let mut body = json!({"model": self.endpoint.model, "messages": messages});
         if !request.tools.is_empty() {
             body["tools"] = request
                 .tools
@@ -85,16 +64,14 @@ impl OpenAi {
         &self,
         request: &ModelRequest<'_>,
     ) -> Result<ModelResponse, ProviderError> {
-        let url = format!("{}/chat/completions", self.base_url);
         let body = self.body(request);
-        let reply = send_json(&url, self.timeout, self.retry, || {
-            let mut builder = self.client.post(&url).json(&body);
-            if let Some(key) = &self.key {
-                builder = builder.bearer_auth(key);
-            }
-            builder
-        })
-        .await?;
+        let reply = self
+            .endpoint
+            .post_json("/chat/completions", &body, |builder| match &self.key {
+                Some(key) => builder.bearer_auth(key),
+                None => builder,
+            })
+            .await?;
         parse(&reply)
     }
 }
