@@ -147,6 +147,7 @@ async fn runaway_recursion_is_contained() {
     .await
     .unwrap_err();
     assert!(matches!(err, SandboxError::Trap { .. }), "{err}");
+    assert!(err.to_string().contains("deep recursion"), "{err}");
     still_serves(&sb, &tb).await;
 }
 

@@ -154,7 +154,10 @@ impl ToolHub {
             Ok(h) => h,
             Err(e) => {
                 return CallResult {
-                    text: format!("the tool could not be called: {e}"),
+                    text: format!(
+                        "`{}` could not be called ({e}): its MCP server may have stopped. Use another tool or finish with what you have.",
+                        tool.def.name
+                    ),
                     is_error: true,
                 };
             }
@@ -188,7 +191,10 @@ impl ToolHub {
                 is_error: true,
             },
             Err(e) => CallResult {
-                text: format!("the call failed: {e}"),
+                text: format!(
+                    "the call to `{}` failed ({e}): the MCP server did not answer it. Try once more, or use another tool.",
+                    tool.def.name
+                ),
                 is_error: true,
             },
         }

@@ -212,6 +212,14 @@ fn classify(error: wasmtime::Error, limits: &Limits, io: &CallIo) -> SandboxErro
             return SandboxError::OutOfFuel { fuel: limits.fuel };
         }
         Some(wasmtime::Trap::StackOverflow) => return SandboxError::StackOverflow,
+        // Rust and C guests keep large frames on a stack inside linear
+        // memory; running off its end looks like this trap.
+        Some(wasmtime::Trap::MemoryOutOfBounds) => {
+            return SandboxError::Trap {
+                message: "it accessed memory out of bounds (deep recursion in the tool can cause this too)".into(),
+                stderr: stderr_tail(io),
+            };
+        }
         Some(wasmtime::Trap::Interrupt) => {
             return SandboxError::Timeout {
                 limit: limits.timeout,
