@@ -4,12 +4,14 @@
 //! - [`sandbox`]: the wasmtime engine, per-call stores, limits and grants.
 //! - [`schema`]: WIT types to JSON Schema; JSON to component values and back.
 //! - [`skill`]: SKILL.md, skillbox.yaml, discovery, the catalog.
+//! - [`call`]: the one call path: resolve, policy, grants, limits, audit, sandbox.
 //! - [`mcp`]: the MCP server over stdio and Streamable HTTP.
 //! - [`agent`]: the agent loop over MCP tools and model providers.
 //! - [`cli`]: the `skillbox` command line.
 
 pub mod agent;
 pub mod bench;
+pub mod call;
 pub mod cli;
 pub mod dirs;
 pub mod mcp;

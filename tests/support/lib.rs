@@ -64,12 +64,48 @@ pub fn skillbox_bin() -> &'static Path {
     })
 }
 
-/// A `skillbox` command with a private compile cache, run from the repo.
+/// The environment every test's `skillbox` runs in: a private home and
+/// XDG folders (so a developer's own skills, cache and audit log never
+/// take part), and one compile cache shared by the test run (mode 0700,
+/// as the host requires of a cache it loads native code from).
+pub fn hermetic_env() -> Vec<(&'static str, PathBuf)> {
+    static HOME: OnceLock<PathBuf> = OnceLock::new();
+    let home = HOME.get_or_init(|| {
+        let dir = tempfile::Builder::new()
+            .prefix("skillbox-test-home-")
+            .tempdir()
+            .expect("temp home");
+        dir.keep()
+    });
+    let cache = test_cache();
+    vec![
+        ("HOME", home.clone()),
+        ("XDG_CACHE_HOME", home.join(".cache")),
+        ("XDG_STATE_HOME", home.join(".local/state")),
+        ("XDG_CONFIG_HOME", home.join(".config")),
+        ("XDG_DATA_HOME", home.join(".local/share")),
+        ("SKILLBOX_CACHE_DIR", cache),
+    ]
+}
+
+/// The compiled-code cache the tests share, private to this user.
+pub fn test_cache() -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = repo().join("target/test-cache");
+    std::fs::create_dir_all(&dir).expect("create the test cache");
+    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))
+        .expect("make the test cache private");
+    dir
+}
+
+/// A `skillbox` command with a private home and compile cache, run from
+/// the repo.
 pub fn skillbox() -> Command {
     let mut cmd = Command::new(skillbox_bin());
     cmd.current_dir(repo())
-        .env("SKILLBOX_CACHE_DIR", repo().join("target/test-cache"))
-        .env_remove("SKILLBOX_LOG");
+        .envs(hermetic_env())
+        .env_remove("SKILLBOX_LOG")
+        .env_remove("SKILLBOX_STATE_DIR");
     cmd
 }
 

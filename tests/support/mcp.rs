@@ -74,10 +74,10 @@ pub type Client = RunningService<RoleClient, Recorder>;
 /// Starts `skillbox serve ARGS…` and connects to it over stdio.
 pub async fn connect_stdio(args: &[&str]) -> (Client, Recorder) {
     let mut cmd = tokio::process::Command::new(crate::skillbox_bin());
-    cmd.arg("serve").args(args).current_dir(crate::repo()).env(
-        "SKILLBOX_CACHE_DIR",
-        crate::repo().join("target/test-cache"),
-    );
+    cmd.arg("serve")
+        .args(args)
+        .current_dir(crate::repo())
+        .envs(crate::hermetic_env());
     let (transport, _) = TokioChildProcess::builder(cmd)
         .stderr(std::process::Stdio::null())
         .spawn()

@@ -114,6 +114,23 @@ async fn all_mode_lists_every_tool_up_front() {
 #[tokio::test]
 async fn skill_tools_return_structured_content_and_teaching_errors() {
     let (client, _) = connect_stdio(&["--no-audit", "--workspace", &examples()]).await;
+    let unloaded = call(
+        &client,
+        "log-inspect__grep",
+        json!({"path": "logs/app.log", "pattern": "ERROR"}),
+    )
+    .await;
+    assert_eq!(
+        unloaded.is_error,
+        Some(true),
+        "lazy mode runs only loaded skills"
+    );
+    assert!(
+        text(&unloaded).contains("load_skill"),
+        "{}",
+        text(&unloaded)
+    );
+    call(&client, "load_skill", json!({"name": "log-inspect"})).await;
     let result = call(
         &client,
         "log-inspect__grep",
@@ -166,6 +183,7 @@ async fn large_results_are_cut_head_and_tail_with_a_note() {
         "4096",
     ])
     .await;
+    call(&client, "load_skill", json!({"name": "log-inspect"})).await;
     let result = call(
         &client,
         "log-inspect__grep",
@@ -234,6 +252,7 @@ async fn run_script_returns_exit_code_and_output() {
     let project = repo().join("examples/release-project");
     let (client, _) =
         connect_stdio(&["--no-audit", "--workspace", project.to_str().unwrap()]).await;
+    call(&client, "load_skill", json!({"name": "release-check"})).await;
     let result = call(
         &client,
         "run_script",
@@ -366,6 +385,8 @@ async fn cancellation_stops_a_looping_guest_and_others_keep_running() {
     let (client, _) = connect_stdio(&[
         "--audit",
         audit.path().to_str().unwrap(),
+        "--tools",
+        "all",
         "--skills",
         kit.path().to_str().unwrap(),
     ])
@@ -417,8 +438,14 @@ async fn cancellation_stops_a_looping_guest_and_others_keep_running() {
 #[tokio::test]
 async fn long_calls_report_progress() {
     let kit = testkit_skills();
-    let (client, recorder) =
-        connect_stdio(&["--no-audit", "--skills", kit.path().to_str().unwrap()]).await;
+    let (client, recorder) = connect_stdio(&[
+        "--no-audit",
+        "--tools",
+        "all",
+        "--skills",
+        kit.path().to_str().unwrap(),
+    ])
+    .await;
     // rmcp's client puts a progressToken on every request.
     let result = call(&client, "testkit__sleep-ms", json!({"ms": 2600})).await;
     assert_ne!(result.is_error, Some(true), "{}", text(&result));
@@ -438,6 +465,8 @@ async fn every_call_is_audited() {
     let (client, _) = connect_stdio(&[
         "--audit",
         audit.path().to_str().unwrap(),
+        "--tools",
+        "all",
         "--skills",
         kit.path().to_str().unwrap(),
         "--workspace",

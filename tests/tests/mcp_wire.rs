@@ -18,7 +18,7 @@ fn serve(args: &[&str]) -> Command {
     cmd.arg("serve")
         .args(args)
         .current_dir(repo())
-        .env("SKILLBOX_CACHE_DIR", repo().join("target/test-cache"));
+        .envs(skillbox_e2e::hermetic_env());
     cmd
 }
 
@@ -253,7 +253,7 @@ fn piped_requests_are_all_answered_before_exit() {
     .iter()
     .map(|m| m.to_string() + "\n")
     .collect::<String>();
-    let mut child = serve(&["--no-audit"])
+    let mut child = serve(&["--no-audit", "--tools", "all"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

@@ -227,7 +227,7 @@ async fn the_skill_folder_is_read_only() {
     let bed = bed();
     let skill = workspace(&[("references/guide.md", "# Guide")]);
     let grants = Grants {
-        skill_dir: Some(skill.path().to_path_buf()),
+        skill_dir: Some(skillbox::sandbox::PinnedDir::open(skill.path()).unwrap()),
         ..Grants::default()
     };
     assert_eq!(

@@ -204,7 +204,7 @@ fn invocation_resolves_substitutes_and_wraps() {
 
     let request = invoke::parse("/skill:greet \"Ada Lovelace\" engines").unwrap();
     let skill = invoke::resolve(&catalog, &request).unwrap();
-    let prompt = invoke::render(skill, request.arguments, "/skill");
+    let prompt = invoke::render(skill, request.arguments, "/skill").unwrap();
     assert!(prompt.starts_with("<skill name=\"greet\" source=\"explicit\">\nGreet Ada Lovelace from /skill about: \"Ada Lovelace\" engines\n</skill>"), "{prompt}");
     assert!(
         prompt.contains("<user-request>\n\"Ada Lovelace\" engines\n</user-request>"),

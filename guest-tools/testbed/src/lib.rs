@@ -79,6 +79,30 @@ impl Guest for Testbed {
         Ok(names)
     }
 
+    fn write_bytes(path: String, bytes: u64) -> Result<u64, String> {
+        let mut file = std::fs::File::create(&path).map_err(io_error)?;
+        let chunk = vec![0u8; 1 << 20];
+        let mut written = 0u64;
+        while written < bytes {
+            let n = (bytes - written).min(chunk.len() as u64) as usize;
+            file.write_all(&chunk[..n]).map_err(io_error)?;
+            written += n as u64;
+        }
+        Ok(written)
+    }
+
+    fn create_files(dir: String, count: u32) -> Result<u32, String> {
+        std::fs::create_dir_all(&dir).map_err(io_error)?;
+        for i in 0..count {
+            std::fs::File::create(format!("{dir}/f{i}")).map_err(io_error)?;
+        }
+        Ok(count)
+    }
+
+    fn rename_path(src: String, dst: String) -> Result<(), String> {
+        std::fs::rename(src, dst).map_err(io_error)
+    }
+
     fn env_vars() -> Vec<(String, String)> {
         std::env::vars().collect()
     }

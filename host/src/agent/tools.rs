@@ -16,8 +16,8 @@ use serde_json::{Map, Value};
 
 use super::conversation::ToolDef;
 use super::mcp_config::{McpConfig, ServerSpec};
-use crate::mcp::audit::IDEMPOTENCY_META_KEY;
-use crate::mcp::{Host, Session};
+use crate::call::audit::IDEMPOTENCY_META_KEY;
+use crate::mcp::{Server, Session};
 use crate::sandbox::SideEffect;
 
 type Client = RunningService<RoleClient, ()>;
@@ -57,7 +57,7 @@ pub struct ToolHub {
 
 impl ToolHub {
     /// Connects skillbox in-process and every configured external server.
-    pub async fn connect(host: Arc<Host>, config: Option<&McpConfig>) -> Result<Self, String> {
+    pub async fn connect(host: Arc<Server>, config: Option<&McpConfig>) -> Result<Self, String> {
         let (client_io, server_io) = tokio::io::duplex(1 << 20);
         tokio::spawn(async move {
             if let Ok(server) = Session::new(host).serve(server_io).await {
@@ -97,6 +97,20 @@ impl ToolHub {
             });
         }
         Ok(ToolHub { connections })
+    }
+
+    /// Tells skillbox's own server that the user invoked `skill`, the way
+    /// an MCP client does: by fetching the skill's prompt.
+    pub async fn invoke_skill(&self, skill: &str) -> Result<(), String> {
+        let mut params = rmcp::model::GetPromptRequestParams::new(skill);
+        params.arguments = None;
+        self.connections[0]
+            .client
+            .peer()
+            .get_prompt(params)
+            .await
+            .map(|_| ())
+            .map_err(|e| format!("cannot invoke skill `{skill}`: {e}"))
     }
 
     /// Every tool now, by model-facing name. Two tools with one name are

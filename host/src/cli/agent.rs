@@ -16,9 +16,10 @@ use crate::agent::provider::{Provider, RetryPolicy};
 use crate::agent::tools::ToolHub;
 use crate::agent::trace::Trace;
 use crate::agent::{LoopOptions, Stop, Timeouts};
-use crate::mcp::audit::AuditLog;
+use crate::call::Host;
+use crate::call::audit::AuditLog;
 use crate::mcp::results::DEFAULT_OUTPUT_BUDGET;
-use crate::mcp::{Host, ServeOptions, ToolsMode};
+use crate::mcp::{ServeOptions, Server, ToolsMode};
 use crate::sandbox::Sandbox;
 use crate::skill::{Catalog, invoke, meta};
 
@@ -79,7 +80,7 @@ pub struct AgentArgs {
 }
 
 pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
-    let policy = args.sandbox.policy()?;
+    let host_options = args.sandbox.host_options(args.sources.options(), 4)?;
     let config = args
         .mcp_config
         .as_deref()
@@ -102,11 +103,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
     let audit_path = args.audit.clone().or_else(AuditLog::default_path);
     let audit = audit_path.as_deref().and_then(|p| AuditLog::open(p).ok());
     let serve = ServeOptions {
-        sources: args.sources.options(),
-        policy,
-        overrides: args.sandbox.overrides(),
         tools_mode: ToolsMode::Lazy,
-        max_concurrency: 4,
         output_budget: DEFAULT_OUTPUT_BUDGET,
         reload_interval: None,
     };
@@ -131,12 +128,18 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
     let runtime = runtime()?;
     let (outcome, trace) = runtime.block_on(async {
         let sandbox = Arc::new(Sandbox::new()?);
-        let host = Arc::new(Host::new(serve, sandbox, audit));
+        let host = Arc::new(Host::new(host_options, sandbox, audit).map_err(CliError::Usage)?);
         let catalog = host.catalog();
         let (task, invoked) = explicit_invocation(&catalog, &args.task)?;
-        let hub = ToolHub::connect(host, config.as_ref())
+        let hub = ToolHub::connect(Arc::new(Server::new(host, serve)), config.as_ref())
             .await
             .map_err(CliError::Usage)?;
+        // The user invoked this skill: say so to the session (as a client
+        // does by fetching the skill's prompt), so that a skill the model
+        // may not pick on its own can still run its tools in this run.
+        if let Some(name) = &invoked {
+            hub.invoke_skill(name).await.map_err(CliError::Usage)?;
+        }
         // Listing once up front refuses name clashes before any model call.
         let tools = hub.list().await.map_err(CliError::Usage)?;
         if let (Some(name), Some(load)) = (&invoked, tools.get(crate::mcp::host_tools::LOAD_SKILL))
@@ -225,6 +228,7 @@ fn explicit_invocation(
         skill,
         request.arguments,
         &crate::mcp::host_tools::skill_dir_uri(skill.name()),
-    );
+    )
+    .map_err(|e| CliError::Usage(e.to_string()))?;
     Ok((prompt, Some(skill.name().to_string())))
 }

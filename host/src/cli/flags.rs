@@ -6,9 +6,10 @@ use std::time::Duration;
 use clap::Args;
 
 use super::CliError;
+use crate::call::HostOptions;
 use crate::sandbox::{Grants, Limits, MAX_MEMORY_BYTES, MIB, SideEffect, WorkspaceGrant};
 use crate::skill::SourceOptions;
-use crate::skill::policy::{LimitOverrides, UserPolicy};
+use crate::skill::policy::{Ceilings, EnvGrant, LimitOverrides, UserPolicy};
 
 /// Grants and limits for commands that run guest code.
 #[derive(Args, Debug)]
@@ -19,9 +20,11 @@ pub struct SandboxFlags {
     /// Let the guest write to the workspace.
     #[arg(long, requires = "workspace")]
     pub allow_write: bool,
-    /// Let skills that request this environment variable read it (repeatable).
-    #[arg(long, value_name = "KEY")]
-    pub allow_env: Vec<String>,
+    /// Give an environment variable to the skill that requests it:
+    /// SKILL:KEY for one skill, or a bare KEY when only one skill requests
+    /// it (repeatable).
+    #[arg(long, value_name = "SKILL:KEY")]
+    pub allow_env: Vec<EnvGrant>,
     /// Wall-clock limit in milliseconds (default: 10000 read, 30000 write, 60000 script).
     #[arg(long, value_name = "N")]
     pub timeout_ms: Option<u64>,
@@ -34,6 +37,30 @@ pub struct SandboxFlags {
     /// Cap on captured stdout, stderr and the result, each, in bytes (default: 1 MiB).
     #[arg(long, value_name = "N")]
     pub max_output_bytes: Option<usize>,
+    /// Bytes a call may write into its /tmp, in MiB (default: 64).
+    #[arg(long, value_name = "N")]
+    pub scratch_quota_mib: Option<u64>,
+    /// Files, folders and links a call may create in its /tmp (default: 10000).
+    #[arg(long, value_name = "N")]
+    pub scratch_quota_entries: Option<u64>,
+    /// Bytes a call may write into a writable workspace, in MiB (default: 256).
+    #[arg(long, value_name = "N")]
+    pub workspace_quota_mib: Option<u64>,
+    /// Files, folders and links a call may create in a writable workspace (default: 10000).
+    #[arg(long, value_name = "N")]
+    pub workspace_quota_entries: Option<u64>,
+    /// The longest wall-clock limit a skill's manifest may ask for, in ms (default: 60000).
+    #[arg(long, value_name = "N")]
+    pub ceiling_timeout_ms: Option<u64>,
+    /// The largest fuel budget a skill's manifest may ask for (default: 6*10^10).
+    #[arg(long, value_name = "N")]
+    pub ceiling_fuel: Option<u64>,
+    /// The largest memory cap a skill's manifest may ask for, in MiB (default: 256).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=(MAX_MEMORY_BYTES / MIB) as u64))]
+    pub ceiling_memory_mib: Option<u64>,
+    /// The largest output cap a skill's manifest may ask for, in bytes (default: 8 MiB).
+    #[arg(long, value_name = "N")]
+    pub ceiling_output_bytes: Option<usize>,
 }
 
 impl SandboxFlags {
@@ -47,20 +74,39 @@ impl SandboxFlags {
                 dir.display()
             )));
         }
+        let defaults = Ceilings::default();
         Ok(UserPolicy {
             workspace: self.workspace.clone(),
             allow_write: self.allow_write,
             allow_env: self.allow_env.clone(),
+            ceilings: Ceilings {
+                timeout: self
+                    .ceiling_timeout_ms
+                    .map_or(defaults.timeout, Duration::from_millis),
+                fuel: self.ceiling_fuel.unwrap_or(defaults.fuel),
+                memory_bytes: self
+                    .ceiling_memory_mib
+                    .map_or(defaults.memory_bytes, |m| m as usize * MIB),
+                output_bytes: self.ceiling_output_bytes.unwrap_or(defaults.output_bytes),
+            },
         })
     }
 
     /// Grants for a bare component: exactly what the flags say.
     pub fn bare_grants(&self) -> Result<Grants, CliError> {
         let policy = self.policy()?;
+        if let Some(g) = policy.allow_env.iter().find(|g| g.skill.is_some()) {
+            return Err(CliError::Usage(format!(
+                "--allow-env {}:{}: a bare component has no skill; pass --allow-env {}",
+                g.skill.as_deref().unwrap_or_default(),
+                g.key,
+                g.key
+            )));
+        }
         let env = policy
             .allow_env
             .iter()
-            .filter_map(|k| std::env::var(k).ok().map(|v| (k.clone(), v)))
+            .filter_map(|g| std::env::var(&g.key).ok().map(|v| (g.key.clone(), v)))
             .collect();
         Ok(Grants {
             workspace: policy.workspace.map(|host_dir| WorkspaceGrant {
@@ -78,7 +124,27 @@ impl SandboxFlags {
             fuel: self.fuel,
             memory_bytes: self.memory_mib.map(|m| m as usize * MIB),
             output_bytes: self.max_output_bytes,
+            scratch_bytes: self.scratch_quota_mib.map(|m| m.saturating_mul(MIB as u64)),
+            scratch_entries: self.scratch_quota_entries,
+            workspace_bytes: self
+                .workspace_quota_mib
+                .map(|m| m.saturating_mul(MIB as u64)),
+            workspace_entries: self.workspace_quota_entries,
         }
+    }
+
+    /// The host's options: the user's policy and limits over these sources.
+    pub fn host_options(
+        &self,
+        sources: SourceOptions,
+        max_concurrency: usize,
+    ) -> Result<HostOptions, CliError> {
+        Ok(HostOptions {
+            sources,
+            policy: self.policy()?,
+            overrides: self.overrides(),
+            max_concurrency,
+        })
     }
 
     pub fn limits(&self, class: SideEffect) -> Limits {

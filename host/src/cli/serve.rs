@@ -11,10 +11,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::flags::{SandboxFlags, SourceFlags};
 use super::{CliError, runtime};
-use crate::mcp::audit::AuditLog;
+use crate::call::Host;
+use crate::call::audit::AuditLog;
 use crate::mcp::http::{self, DEFAULT_MAX_BODY_BYTES, HttpOptions};
 use crate::mcp::results::DEFAULT_OUTPUT_BUDGET;
-use crate::mcp::{Host, ServeOptions, ToolsMode, banner, reload, stdio};
+use crate::mcp::{ServeOptions, Server, ToolsMode, banner, reload, stdio};
 use crate::sandbox::Sandbox;
 
 #[derive(Args, Debug)]
@@ -59,7 +60,9 @@ pub struct ServeArgs {
 }
 
 pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
-    let policy = args.sandbox.policy()?;
+    let host_options = args
+        .sandbox
+        .host_options(args.sources.options(), args.max_concurrency)?;
     let http_addr = args
         .http
         .as_deref()
@@ -81,19 +84,16 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         })?),
     };
     let options = ServeOptions {
-        sources: args.sources.options(),
-        policy,
-        overrides: args.sandbox.overrides(),
         tools_mode: args.tools,
-        max_concurrency: args.max_concurrency,
         output_budget: args.output_budget.max(1024),
         reload_interval: (args.reload_ms > 0).then(|| Duration::from_millis(args.reload_ms)),
     };
     let runtime = runtime()?;
     runtime.block_on(async move {
         let sandbox = Arc::new(Sandbox::new()?);
-        let baseline = reload::fingerprint_sources(&options.sources);
-        let host = Arc::new(Host::new(options, sandbox, audit));
+        let baseline = reload::fingerprint_sources(&host_options.sources);
+        let host = Arc::new(Host::new(host_options, sandbox, audit).map_err(CliError::Usage)?);
+        let host = Arc::new(Server::new(host, options));
         if let Some(interval) = host.options.reload_interval {
             tokio::spawn(reload::watch(host.clone(), interval, baseline));
         }
@@ -103,7 +103,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
                 if show_banner {
                     eprint!("{}", banner::render(&host, "stdio"));
                 }
-                stdio::serve(host).await?;
+                stdio::serve(host).await.map_err(CliError::Other)?;
             }
             Some(addr) => {
                 let shutdown = CancellationToken::new();
@@ -113,7 +113,9 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
                     allowed_origins: args.allow_origin,
                     max_body_bytes: args.max_body_bytes,
                 };
-                let (bound, task) = http::serve(host.clone(), options, shutdown.clone()).await?;
+                let (bound, task) = http::serve(host.clone(), options, shutdown.clone())
+                    .await
+                    .map_err(CliError::Other)?;
                 let endpoint = format!("http://{bound}/mcp");
                 if show_banner {
                     eprint!("{}", banner::render(&host, &endpoint));
@@ -125,7 +127,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
                 let _ = task.await;
             }
         }
-        anyhow::Ok(())
+        Ok::<_, CliError>(())
     })?;
     Ok(ExitCode::SUCCESS)
 }

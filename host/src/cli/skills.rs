@@ -197,6 +197,19 @@ pub fn check_folder(dir: &Path, sandbox: &Sandbox) -> Vec<Diagnostic> {
     if let Some(skill) = skill {
         let (_, tool_diags) = tools::resolve(&skill, sandbox);
         diags.extend(tool_diags);
+        if let Some(manifest) = &skill.manifest {
+            let mut limits = crate::sandbox::Limits::default();
+            let ceilings = crate::skill::policy::Ceilings::default();
+            for clamped in
+                crate::skill::policy::apply_requests(&mut limits, &manifest.limits, &ceilings)
+            {
+                diags.push(Diagnostic::warning(
+                    dir.join(crate::skill::manifest::MANIFEST_FILE),
+                    "manifest-limit",
+                    format!("the skill {clamped}"),
+                ));
+            }
+        }
         let skill_md = dir.join(model::SKILL_FILE);
         let body_tokens = tokens::count(&skill.body);
         if body_tokens > tokens::BODY_TOKEN_WARNING {

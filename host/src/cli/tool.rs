@@ -8,9 +8,14 @@ use serde_json::{Value, json};
 
 use super::flags::{SandboxFlags, SourceFlags};
 use super::{CliError, print_json, runtime};
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::call::audit::AuditLog;
+use crate::call::{CallError, Caller, Host, Outcome, Target};
 use crate::sandbox::{Sandbox, SideEffect};
-use crate::skill::tools::{self, split_tool_name};
-use crate::skill::{Catalog, policy};
+use crate::skill::tools::split_tool_name;
 
 #[derive(Args, Debug)]
 pub struct CallArgs {
@@ -33,8 +38,18 @@ pub struct CallArgs {
 #[derive(Args, Debug)]
 pub struct RunScriptArgs {
     /// The command component file (.wasm).
-    #[arg(long, value_name = "PATH.wasm")]
-    component: PathBuf,
+    #[arg(
+        long,
+        value_name = "PATH.wasm",
+        required_unless_present = "script",
+        conflicts_with = "script"
+    )]
+    component: Option<PathBuf>,
+    /// A skill's script instead, as SKILL/SCRIPT (see load_skill or `skills list`).
+    #[arg(long, value_name = "SKILL/SCRIPT")]
+    script: Option<String>,
+    #[command(flatten)]
+    sources: SourceFlags,
     /// Read the script's stdin from this file (default: empty stdin).
     #[arg(long, value_name = "FILE")]
     stdin: Option<PathBuf>,
@@ -86,56 +101,57 @@ fn call_component(path: &Path, args: &CallArgs, json_args: &Value) -> Result<Exi
 }
 
 fn call_skill_tool(args: &CallArgs, json_args: &Value) -> Result<ExitCode, CliError> {
-    let Some((skill_name, _)) = split_tool_name(&args.tool) else {
+    if split_tool_name(&args.tool).is_none() {
         return Err(CliError::Usage(format!(
             "`{}` is not a skill tool name; use SKILL__FUNCTION (see `skillbox skills list`), or pass --component PATH.wasm",
             args.tool
         )));
-    };
-    let policy = args.sandbox.policy()?;
-    let catalog = Catalog::build(&args.sources.options());
-    let Some(skill) = catalog.get(skill_name) else {
-        let names: Vec<&str> = catalog.skills().map(|s| s.name()).collect();
-        return Err(CliError::Usage(format!(
-            "no skill named `{skill_name}`; loaded skills: {}",
-            if names.is_empty() {
-                "none".to_string()
-            } else {
-                names.join(", ")
-            }
-        )));
-    };
-    let sandbox = Sandbox::new()?;
-    let (skill_tools, diags) = tools::resolve(skill, &sandbox);
-    for d in diags.iter().filter(|d| d.is_error()) {
-        eprintln!("{d}");
     }
-    let Some(tool) = skill_tools.iter().find(|t| t.name == args.tool) else {
-        let names: Vec<&str> = skill_tools.iter().map(|t| t.name.as_str()).collect();
-        return Err(CliError::Usage(format!(
-            "skill `{skill_name}` has no tool `{}`; its tools: {}",
-            args.tool,
-            if names.is_empty() {
-                "none".to_string()
-            } else {
-                names.join(", ")
-            }
-        )));
+    let target = Target::Tool {
+        name: args.tool.clone(),
+        arguments: json_args.clone(),
     };
-    let resolved = policy::grants(skill, &policy);
-    for note in &resolved.notes {
-        eprintln!("note: {note}");
-    }
-    let limits = policy::limits(skill, tool.effect.into(), &args.sandbox.overrides());
-    let outcome = runtime()?.block_on(sandbox.call(
-        &tool.component,
-        &tool.function,
-        json_args,
-        &resolved.grants,
-        &limits,
-    ))?;
-    print_json(&outcome.value);
+    let Outcome::Value(value) = call_through_host(&args.sandbox, &args.sources, target)? else {
+        unreachable!("a tool call returns a value")
+    };
+    print_json(&value);
     Ok(ExitCode::SUCCESS)
+}
+
+/// Runs a skill's tool or script the way every caller does: through the
+/// host's one call path (policy, grants, limits, audit, sandbox). The user
+/// at the command line may call any loaded skill.
+fn call_through_host(
+    sandbox_flags: &SandboxFlags,
+    sources: &SourceFlags,
+    target: Target,
+) -> Result<Outcome, CliError> {
+    let options = sandbox_flags.host_options(sources.options(), 1)?;
+    runtime()?.block_on(async {
+        let sandbox = Arc::new(Sandbox::new()?);
+        let audit = AuditLog::default_path().and_then(|p| AuditLog::open(&p).ok());
+        let host = Arc::new(Host::new(options, sandbox, audit).map_err(CliError::Usage)?);
+        let reply = host
+            .call(&Caller::default(), target, &CancellationToken::new())
+            .await;
+        let notes = match &reply {
+            Ok(r) => r.notes.as_slice(),
+            Err(e) => e.notes(),
+        };
+        for note in notes {
+            eprintln!("note: {note}");
+        }
+        match reply {
+            Ok(reply) => Ok(reply.outcome),
+            Err(CallError::Sandbox { error, .. }) => Err(CliError::Sandbox(error)),
+            Err(
+                e @ (CallError::UnknownTool { .. }
+                | CallError::NoSuchSkill { .. }
+                | CallError::NoSuchScript { .. }),
+            ) => Err(CliError::Usage(e.to_string())),
+            Err(e) => Err(CliError::Other(anyhow::anyhow!("{e}"))),
+        }
+    })
 }
 
 pub fn inspect(path: &Path) -> Result<ExitCode, CliError> {
@@ -178,26 +194,50 @@ pub fn inspect(path: &Path) -> Result<ExitCode, CliError> {
 }
 
 pub fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
-    require_file(&args.component)?;
     let stdin = match &args.stdin {
         None => Vec::new(),
         Some(path) => std::fs::read(path).map_err(|e| {
             CliError::Usage(format!("--stdin {}: cannot read it ({e})", path.display()))
         })?,
     };
-    let grants = args.sandbox.bare_grants()?;
-    let limits = args.sandbox.limits(SideEffect::Script);
-    let program = args
-        .component
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "script".into());
-    let mut argv = vec![program];
-    argv.extend(args.args);
-    let sandbox = Sandbox::new()?;
-    let component = sandbox.load_file(&args.component)?;
-    let outcome =
-        runtime()?.block_on(sandbox.run_script(&component, argv, stdin, &grants, &limits))?;
+    let outcome = match (&args.component, &args.script) {
+        (_, Some(spec)) => {
+            let (skill, script) = spec.split_once('/').ok_or_else(|| {
+                CliError::Usage(format!(
+                    "--script {spec}: use SKILL/SCRIPT, e.g. release-check/release-check"
+                ))
+            })?;
+            let target = Target::Script {
+                skill: skill.to_string(),
+                script: script.to_string(),
+                args: args.args.clone(),
+                stdin,
+            };
+            match call_through_host(&args.sandbox, &args.sources, target)? {
+                Outcome::Script(outcome) => outcome,
+                Outcome::Value(_) => unreachable!("a script run returns a script outcome"),
+            }
+        }
+        (Some(component), None) => {
+            require_file(component)?;
+            let grants = args.sandbox.bare_grants()?;
+            let limits = args.sandbox.limits(SideEffect::Script);
+            let program = component
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| "script".into());
+            let mut argv = vec![program];
+            argv.extend(args.args.iter().cloned());
+            let sandbox = Sandbox::new()?;
+            let component = sandbox.load_file(component)?;
+            runtime()?.block_on(sandbox.run_script(&component, argv, stdin, &grants, &limits))?
+        }
+        (None, None) => {
+            return Err(CliError::Usage(
+                "pass --component PATH.wasm or --script SKILL/SCRIPT".into(),
+            ));
+        }
+    };
     print!("{}", outcome.stdout);
     eprint!("{}", outcome.stderr);
     Ok(ExitCode::from(exit_byte(outcome.exit_code)))

@@ -3,9 +3,10 @@
 
 use std::fmt::Write;
 
-use super::host::{Host, ToolsMode};
+use super::server::{Server, ToolsMode};
 
-pub fn render(host: &Host, endpoint: &str) -> String {
+pub fn render(server: &Server, endpoint: &str) -> String {
+    let host = &server.host;
     let catalog = host.catalog();
     let mut out = String::new();
     let _ = writeln!(
@@ -68,13 +69,21 @@ pub fn render(host: &Host, endpoint: &str) -> String {
         if policy.allow_env.is_empty() {
             "none".into()
         } else {
-            policy.allow_env.join(",")
+            policy
+                .allow_env
+                .iter()
+                .map(|g| match &g.skill {
+                    Some(skill) => format!("{}→{skill}", g.key),
+                    None => g.key.clone(),
+                })
+                .collect::<Vec<_>>()
+                .join(",")
         }
     );
     let _ = writeln!(
         out,
         "tools: {}",
-        match host.options.tools_mode {
+        match server.options.tools_mode {
             ToolsMode::Lazy => "lazy (a skill's tools appear after load_skill)",
             ToolsMode::All => "all listed up front",
         }

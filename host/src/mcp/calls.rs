@@ -1,15 +1,11 @@
-//! Running a sandboxed call for a client: the call limit, cancellation,
-//! progress notifications and the audit record around it.
+//! Request context for calls: the client's name, its idempotency key, and
+//! progress notifications while a call runs.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext, RoleServer};
-use tokio_util::sync::CancellationToken;
-
-use super::host::{CallRecord, Host};
-use crate::sandbox::{SandboxError, Usage};
 
 /// Calls that run longer than this report progress, when asked to.
 pub const PROGRESS_AFTER: Duration = Duration::from_secs(1);
@@ -41,39 +37,14 @@ pub fn client_name(context: &RequestContext<RoleServer>) -> Option<String> {
 pub fn idempotency_key(context: &RequestContext<RoleServer>) -> Option<String> {
     context
         .meta
-        .get(super::audit::IDEMPOTENCY_META_KEY)
+        .get(crate::call::audit::IDEMPOTENCY_META_KEY)
         .and_then(|v| v.as_str())
         .map(String::from)
 }
 
-/// Runs `call` under the server's concurrency limit. Cancelling `ct` drops
-/// the call, which stops the guest at its next epoch tick.
-pub async fn supervise<T>(
-    host: &Host,
-    record: &CallRecord<'_>,
-    ct: &CancellationToken,
-    progress: Option<ProgressSink>,
-    call: impl Future<Output = Result<(T, Usage), SandboxError>>,
-) -> Result<T, SandboxError> {
-    let started = Instant::now();
-    let result = tokio::select! {
-        biased;
-        _ = ct.cancelled() => Err(SandboxError::Cancelled),
-        result = async {
-            let _slot = host.call_slot().await?;
-            with_progress(progress, record.tool, call).await
-        } => result,
-    };
-    match &result {
-        Ok((_, usage)) => host.record(record, "ok", started, Some(usage.fuel)),
-        Err(e) => host.record(record, e.code(), started, None),
-    }
-    result.map(|(value, _)| value)
-}
-
-/// Sends `notifications/progress` every second once the call has run for
-/// [`PROGRESS_AFTER`].
-async fn with_progress<T>(
+/// Runs `call`, sending `notifications/progress` every second once it has
+/// run for [`PROGRESS_AFTER`].
+pub async fn with_progress<T>(
     sink: Option<ProgressSink>,
     label: &str,
     call: impl Future<Output = T>,

@@ -20,12 +20,12 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, RequestContext, RoleServer};
 use serde_json::{Map, Value};
 
-use super::calls::{ProgressSink, client_name, idempotency_key, supervise};
-use super::host::{CallRecord, Host, ToolsMode};
+use super::calls::{ProgressSink, client_name, idempotency_key, with_progress};
 use super::host_tools::{self, LOAD_SKILL, READ_SKILL_FILE, RUN_SCRIPT, with_notes};
+use super::server::{Server, ToolsMode};
 use super::{prompts, resources, results};
-use crate::skill::policy;
-use crate::skill::tools::split_tool_name;
+use crate::call::{Access, CallError, CallRecord, Caller, Outcome, Target};
+use crate::skill::Skill;
 
 const INSTRUCTIONS: &str = "skillbox serves Agent Skills whose tools run in a WebAssembly sandbox.\n\
 1. Read load_skill's description: it lists every skill and when to use it.\n\
@@ -37,47 +37,75 @@ Tools see the user's workspace only if the user granted it; errors say what to c
 /// A connected client. Cheap to clone; clones share the session's state.
 #[derive(Clone)]
 pub struct Session {
-    host: Arc<Host>,
-    /// Skills activated with `load_skill` in this session (lazy mode).
+    server: Arc<Server>,
+    /// Skills activated with `load_skill` in this session.
     activated: Arc<Mutex<BTreeSet<String>>>,
+    /// Skills the user invoked in this session (their prompt was fetched).
+    user_invoked: Arc<Mutex<BTreeSet<String>>>,
     log_level: Arc<Mutex<LoggingLevel>>,
 }
 
+fn snapshot(set: &Mutex<BTreeSet<String>>) -> BTreeSet<String> {
+    set.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+fn insert(set: &Mutex<BTreeSet<String>>, name: &str) -> bool {
+    set.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(name.to_string())
+}
+
 impl Session {
-    pub fn new(host: Arc<Host>) -> Self {
+    pub fn new(server: Arc<Server>) -> Self {
         Session {
-            host,
+            server,
             activated: Arc::new(Mutex::new(BTreeSet::new())),
+            user_invoked: Arc::new(Mutex::new(BTreeSet::new())),
             log_level: Arc::new(Mutex::new(LoggingLevel::Warning)),
         }
     }
 
-    fn activated(&self) -> BTreeSet<String> {
-        self.activated
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+    /// Who this session is, for the call path's invocation policy.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
+        Caller {
+            client: client_name(context),
+            idempotency_key: idempotency_key(context),
+            access: Access::Model {
+                require_loaded: self.server.options.tools_mode == ToolsMode::Lazy,
+                loaded: snapshot(&self.activated),
+                user_invoked: snapshot(&self.user_invoked),
+            },
+        }
+    }
+
+    /// The skills whose tools this session lists now.
+    fn listed_skills(&self) -> Vec<Arc<Skill>> {
+        let catalog = self.server.host.catalog();
+        let invoked = snapshot(&self.user_invoked);
+        let activated = snapshot(&self.activated);
+        catalog
+            .skills()
+            .filter(|s| {
+                invoked.contains(s.name())
+                    || match self.server.options.tools_mode {
+                        ToolsMode::All => s.model_invocable(),
+                        ToolsMode::Lazy => activated.contains(s.name()),
+                    }
+            })
+            .cloned()
+            .collect()
     }
 
     /// Every tool this session lists now.
-    pub fn tools(&self) -> Vec<rmcp::model::Tool> {
-        let catalog = self.host.catalog();
+    pub async fn tools(&self) -> Vec<rmcp::model::Tool> {
+        let catalog = self.server.host.catalog();
         let mut tools = host_tools::definitions(&catalog);
-        let listed: Vec<_> = match self.host.options.tools_mode {
-            ToolsMode::All => catalog.model_visible().cloned().collect(),
-            ToolsMode::Lazy => {
-                let activated = self.activated();
-                catalog
-                    .skills()
-                    .filter(|s| activated.contains(s.name()))
-                    .cloned()
-                    .collect()
-            }
-        };
-        for skill in listed {
+        for skill in self.listed_skills() {
             tools.extend(
-                self.host
-                    .tools_of(&skill)
+                self.server
+                    .host
+                    .tools_of_blocking(&skill)
+                    .await
                     .iter()
                     .map(host_tools::skill_tool_definition),
             );
@@ -91,57 +119,31 @@ impl Session {
         args: Map<String, Value>,
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
-        let catalog = self.host.catalog();
-        let Some((skill_name, _)) = split_tool_name(name) else {
-            return unknown_tool(name, &self.tools());
+        let target = Target::Tool {
+            name: name.to_string(),
+            arguments: Value::Object(args),
         };
-        let Some(skill) = catalog.get(skill_name).cloned() else {
-            return unknown_tool(name, &self.tools());
-        };
-        let skill_tools = self.host.tools_of(&skill);
-        let Some(tool) = skill_tools.iter().find(|t| t.name == name) else {
-            return unknown_tool(name, &self.tools());
-        };
-        let resolved = policy::grants(&skill, &self.host.options.policy);
-        let limits = policy::limits(&skill, tool.effect.into(), &self.host.options.overrides);
-        let arguments = Value::Object(args);
-        let record = CallRecord {
-            client: client_name(context),
-            tool: name,
-            skill: Some(&skill),
-            component: Some((&tool.component_path, &tool.component.digest)),
-            grants: Some(resolved.grants.summary()),
-            arguments: &arguments,
-            idempotency_key: idempotency_key(context),
-        };
-        let call = async {
-            let outcome = self
-                .host
-                .sandbox
-                .call(
-                    &tool.component,
-                    &tool.function,
-                    &arguments,
-                    &resolved.grants,
-                    &limits,
-                )
-                .await?;
-            let usage = outcome.usage;
-            Ok((outcome.value, usage))
-        };
-        match supervise(
-            &self.host,
-            &record,
-            &context.ct,
-            ProgressSink::from_context(context),
-            call,
-        )
-        .await
-        {
-            Ok(value) => {
-                results::success(&value, self.host.options.output_budget, paging_hint(tool))
+        let caller = self.caller(context);
+        let call = self.server.host.call(&caller, target, &context.ct);
+        match with_progress(ProgressSink::from_context(context), name, call).await {
+            Ok(reply) => {
+                let Outcome::Value(value) = &reply.outcome else {
+                    unreachable!("a tool call returns a value")
+                };
+                let hint = reply.tool.as_ref().and_then(paging_hint);
+                let mut result = results::success(value, self.server.options.output_budget, hint);
+                if !reply.notes.is_empty() {
+                    result.content.push(rmcp::model::ContentBlock::text(format!(
+                        "note: {}",
+                        reply.notes.join("\nnote: ")
+                    )));
+                }
+                result
             }
-            Err(e) => results::error(with_notes(e.to_string(), &resolved.notes)),
+            Err(CallError::UnknownTool { name, why }) => {
+                unknown_tool(&name, &why, &self.tools().await)
+            }
+            Err(e) => results::error(with_notes(e.to_string(), e.notes())),
         }
     }
 }
@@ -169,10 +171,10 @@ fn paging_hint(tool: &crate::skill::SkillTool) -> Option<&'static str> {
     .map(|(_, hint)| hint)
 }
 
-fn unknown_tool(name: &str, listed: &[rmcp::model::Tool]) -> CallToolResult {
+fn unknown_tool(name: &str, why: &str, listed: &[rmcp::model::Tool]) -> CallToolResult {
     let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
     results::error(format!(
-        "unknown tool `{name}`. Available now: {}. Skill tools are named <skill>__<function>; call load_skill first to see a skill's tools.",
+        "unknown tool `{name}`: {why} Available now: {}. Call load_skill first to see a skill's tools.",
         names.join(", ")
     ))
 }
@@ -195,7 +197,7 @@ impl ServerHandler for Session {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.host.register_peer(context.peer.clone());
+        self.server.register_peer(context.peer.clone());
     }
 
     async fn list_tools(
@@ -203,7 +205,7 @@ impl ServerHandler for Session {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools()))
+        Ok(ListToolsResult::with_all_items(self.tools().await))
     }
 
     async fn call_tool(
@@ -213,12 +215,14 @@ impl ServerHandler for Session {
     ) -> Result<CallToolResponse, McpError> {
         let args = request.arguments.unwrap_or_default();
         let name = request.name.as_ref();
-        let catalog = self.host.catalog();
+        let host = &self.server.host;
         let result = match name {
             LOAD_SKILL => {
                 let started = Instant::now();
                 let arguments = Value::Object(args.clone());
-                let outcome = host_tools::load_skill(&self.host, &catalog, &args);
+                let outcome =
+                    host_tools::load_skill(&self.server, &args, &snapshot(&self.user_invoked))
+                        .await;
                 let record = CallRecord {
                     client: client_name(&context),
                     tool: LOAD_SKILL,
@@ -228,7 +232,7 @@ impl ServerHandler for Session {
                     arguments: &arguments,
                     idempotency_key: None,
                 };
-                self.host.record(
+                host.record(
                     &record,
                     if outcome.is_ok() { "ok" } else { "error" },
                     started,
@@ -236,12 +240,8 @@ impl ServerHandler for Session {
                 );
                 match outcome {
                     Ok((skill, result)) => {
-                        let newly = self
-                            .activated
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .insert(skill.name().to_string());
-                        if newly && self.host.options.tools_mode == ToolsMode::Lazy {
+                        let newly = insert(&self.activated, skill.name());
+                        if newly && self.server.options.tools_mode == ToolsMode::Lazy {
                             let _ = context.peer.notify_tool_list_changed().await;
                         }
                         result
@@ -250,14 +250,15 @@ impl ServerHandler for Session {
                 }
             }
             READ_SKILL_FILE => {
-                host_tools::read_skill_file(&catalog, &args, self.host.options.output_budget)
+                host_tools::read_skill_file(host.catalog(), args, self.server.options.output_budget)
+                    .await
             }
             RUN_SCRIPT => {
+                let caller = self.caller(&context);
                 host_tools::run_script(
-                    &self.host,
-                    &catalog,
+                    &self.server,
+                    &caller,
                     &args,
-                    client_name(&context),
                     &context.ct,
                     ProgressSink::from_context(&context),
                 )
@@ -274,7 +275,7 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
         resources::list(
-            &self.host.catalog(),
+            &self.server.host.catalog(),
             request.and_then(|r| r.cursor).as_deref(),
         )
     }
@@ -292,7 +293,9 @@ impl ServerHandler for Session {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
-        resources::read(&self.host.catalog(), &request.uri).map(Into::into)
+        resources::read(self.server.host.catalog(), request.uri)
+            .await
+            .map(Into::into)
     }
 
     async fn list_prompts(
@@ -301,7 +304,7 @@ impl ServerHandler for Session {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
         prompts::list(
-            &self.host.catalog(),
+            &self.server.host.catalog(),
             request.and_then(|r| r.cursor).as_deref(),
         )
     }
@@ -309,14 +312,22 @@ impl ServerHandler for Session {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
-        prompts::get(
-            &self.host.catalog(),
+        let prompt = prompts::get(
+            &self.server.host.catalog(),
             &request.name,
             request.arguments.as_ref(),
-        )
-        .map(Into::into)
+        )?;
+        // Fetching a skill's prompt is the user invoking it: from now on
+        // its tools may run in this session, even if the model may not
+        // invoke it on its own.
+        if insert(&self.user_invoked, &request.name)
+            && self.server.options.tools_mode == ToolsMode::Lazy
+        {
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
+        Ok(prompt.into())
     }
 
     async fn complete(
@@ -324,7 +335,7 @@ impl ServerHandler for Session {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
-        Ok(resources::complete(&self.host.catalog(), &request))
+        Ok(resources::complete(&self.server.host.catalog(), &request))
     }
 
     async fn set_level(

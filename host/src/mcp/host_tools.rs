@@ -1,16 +1,17 @@
 //! The tools skillbox itself serves: `load_skill`, `read_skill_file` and
 //! `run_script`.
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use rmcp::model::{CallToolResult, Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 
-use super::calls::{ProgressSink, supervise};
-use super::host::{CallRecord, Host};
+use super::calls::{ProgressSink, with_progress};
 use super::results;
-use crate::sandbox::SideEffect;
-use crate::skill::files::{ReadError, SkillDir};
+use super::server::Server;
+use crate::call::{Caller, Outcome, Target};
+use crate::skill::files::ReadError;
 use crate::skill::{Catalog, Skill, invoke, policy, tools};
 
 pub const LOAD_SKILL: &str = "load_skill";
@@ -182,21 +183,26 @@ fn find_skill(catalog: &Catalog, name: &str) -> Result<Arc<Skill>, CallToolResul
 }
 
 /// `load_skill`: the body, and the skill's tools, references and scripts.
-pub fn load_skill(
-    host: &Host,
-    catalog: &Catalog,
+/// A `disable-model-invocation` skill loads only once the user invoked it
+/// in this session (`user_invoked`).
+pub async fn load_skill(
+    server: &Arc<Server>,
     args: &Map<String, Value>,
+    user_invoked: &BTreeSet<String>,
 ) -> Result<(Arc<Skill>, CallToolResult), CallToolResult> {
+    let host = &server.host;
+    let catalog = host.catalog();
     let name = string_arg(args, "name")?;
-    let skill = find_skill(catalog, name)?;
-    if !skill.model_invocable() {
+    let skill = find_skill(&catalog, name)?;
+    if !skill.model_invocable() && !user_invoked.contains(name) {
         return Err(results::error(format!(
             "skill `{name}` can only be invoked by the user (disable-model-invocation); ask the user to run it"
         )));
     }
     let arguments = args.get("arguments").and_then(Value::as_str).unwrap_or("");
-    let body = invoke::substitute(&skill.body, arguments, &skill_dir_uri(name));
-    let skill_tools = host.tools_of(&skill);
+    let body = invoke::substitute(&skill.body, arguments, &skill_dir_uri(name))
+        .map_err(|e| results::error(format!("cannot load skill `{name}`: {e}")))?;
+    let skill_tools = host.tools_of_blocking(&skill).await;
     let scripts: Vec<Value> = skill
         .manifest
         .iter()
@@ -227,6 +233,13 @@ pub fn load_skill(
             text.push_str(&format!("- {r}\n"));
         }
     }
+    let notes = grant_and_limit_notes(&skill, &host.options.policy);
+    if !notes.is_empty() {
+        text.push_str("\n## Host notes\n");
+        for note in &notes {
+            text.push_str(&format!("- {note}\n"));
+        }
+    }
     let result = results::text_and_structure(
         text,
         json!({
@@ -234,20 +247,51 @@ pub fn load_skill(
             "tools": tool_list,
             "scripts": scripts,
             "references": skill.references,
+            "notes": notes,
         }),
     );
     Ok((skill, result))
 }
 
+/// What the user did not grant of the skill's requests, and which of its
+/// limit requests were clamped to the user's ceilings.
+fn grant_and_limit_notes(skill: &Skill, user: &policy::UserPolicy) -> Vec<String> {
+    let mut notes = policy::grants(skill, user, None).notes;
+    if let Some(m) = &skill.manifest {
+        let mut limits = crate::sandbox::Limits::default();
+        notes.extend(
+            policy::apply_requests(&mut limits, &m.limits, &user.ceilings)
+                .into_iter()
+                .map(|c| format!("this skill {c}")),
+        );
+    }
+    notes
+}
+
+/// How long a host-side read of a skill file may take before the request
+/// is answered with an error (the read itself runs on a blocking thread).
+const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Runs a host-side file read on a blocking thread, under a deadline: a
+/// slow file system never stalls other sessions.
+pub async fn read_off_runtime<T: Send + 'static>(
+    read: impl FnOnce() -> T + Send + 'static,
+) -> Option<T> {
+    match tokio::time::timeout(READ_DEADLINE, tokio::task::spawn_blocking(read)).await {
+        Ok(Ok(value)) => Some(value),
+        _ => None,
+    }
+}
+
 /// `read_skill_file`: a bounded line range of a file inside a skill.
-pub fn read_skill_file(
-    catalog: &Catalog,
-    args: &Map<String, Value>,
+pub async fn read_skill_file(
+    catalog: Arc<Catalog>,
+    args: Map<String, Value>,
     budget: usize,
 ) -> CallToolResult {
-    let run = || -> Result<CallToolResult, CallToolResult> {
-        let skill = find_skill(catalog, string_arg(args, "skill")?)?;
-        let path = string_arg(args, "path")?;
+    let read = move || -> Result<CallToolResult, CallToolResult> {
+        let skill = find_skill(&catalog, string_arg(&args, "skill")?)?;
+        let path = string_arg(&args, "path")?;
         let start = args
             .get("start_line")
             .and_then(Value::as_u64)
@@ -258,24 +302,25 @@ pub fn read_skill_file(
             .and_then(Value::as_u64)
             .unwrap_or(DEFAULT_LINES as u64) as usize)
             .clamp(1, MAX_LINES);
-        let dir = SkillDir::open(&skill.dir)
-            .map_err(|e| results::error(format!("cannot open the skill folder: {e}")))?;
-        let bytes = dir.read_bounded(path, MAX_SKILL_FILE).map_err(|e| {
-            let hint = match e {
-                ReadError::NotFound => format!(
-                    " Files of this skill: {}",
-                    std::iter::once("SKILL.md".to_string())
-                        .chain(skill.references.iter().cloned())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                _ => String::new(),
-            };
-            results::error(format!(
-                "cannot read `{path}` in skill `{}`: {e}.{hint}",
-                skill.name()
-            ))
-        })?;
+        let bytes = skill
+            .files
+            .read_bounded(path, MAX_SKILL_FILE)
+            .map_err(|e| {
+                let hint = match e {
+                    ReadError::NotFound => format!(
+                        " Files of this skill: {}",
+                        std::iter::once("SKILL.md".to_string())
+                            .chain(skill.references.iter().cloned())
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                    _ => String::new(),
+                };
+                results::error(format!(
+                    "cannot read `{path}` in skill `{}`: {e}.{hint}",
+                    skill.name()
+                ))
+            })?;
         let text = String::from_utf8(bytes).map_err(|_| {
             results::error(format!(
                 "`{path}` is not a text file; only text files can be read this way"
@@ -283,7 +328,13 @@ pub fn read_skill_file(
         })?;
         Ok(line_window(&text, path, start, max, budget))
     };
-    run().unwrap_or_else(|e| e)
+    match read_off_runtime(read).await {
+        Some(result) => result.unwrap_or_else(|e| e),
+        None => results::error(format!(
+            "reading the file took longer than {} s and was abandoned; the file system may be slow. Try again later.",
+            READ_DEADLINE.as_secs()
+        )),
+    }
 }
 
 /// Lines `start..start+max` of `text`, numbered, with a note on the rest.
@@ -319,33 +370,15 @@ fn line_window(text: &str, path: &str, start: usize, max: usize, budget: usize) 
 
 /// `run_script`: a skill's command component in the sandbox.
 pub async fn run_script(
-    host: &Host,
-    catalog: &Catalog,
+    server: &Arc<Server>,
+    caller: &Caller,
     args: &Map<String, Value>,
-    client: Option<String>,
     ct: &tokio_util::sync::CancellationToken,
     progress: Option<ProgressSink>,
 ) -> CallToolResult {
-    let prepared = (|| {
-        let skill = find_skill(catalog, string_arg(args, "skill")?)?;
-        let script_name = string_arg(args, "script")?.to_string();
-        let Some(script) = skill
-            .manifest
-            .as_ref()
-            .and_then(|m| m.script(&script_name))
-            .cloned()
-        else {
-            let names = skill.script_names();
-            return Err(results::error(format!(
-                "skill `{}` has no script `{script_name}`; its scripts: {}",
-                skill.name(),
-                if names.is_empty() {
-                    "none".to_string()
-                } else {
-                    names.join(", ")
-                }
-            )));
-        };
+    let parsed = (|| {
+        let skill = string_arg(args, "skill")?.to_string();
+        let script = string_arg(args, "script")?.to_string();
         let argv_tail: Vec<String> = match args.get("args") {
             None | Some(Value::Null) => Vec::new(),
             Some(Value::Array(items)) => items
@@ -369,45 +402,24 @@ pub async fn run_script(
             .unwrap_or("")
             .as_bytes()
             .to_vec();
-        Ok((skill, script, argv_tail, stdin))
+        Ok(Target::Script {
+            skill,
+            script,
+            args: argv_tail,
+            stdin,
+        })
     })();
-    let (skill, script, argv_tail, stdin) = match prepared {
-        Ok(p) => p,
+    let target = match parsed {
+        Ok(t) => t,
         Err(e) => return e,
     };
-    let dir = match SkillDir::open(&skill.dir) {
-        Ok(d) => d,
-        Err(e) => return results::error(format!("cannot open the skill folder: {e}")),
-    };
-    let component = match tools::load(&dir, &script.component, &host.sandbox) {
-        Ok(c) => c,
-        Err(e) => return results::error(format!("cannot load the script: {e}")),
-    };
-    let resolved = policy::grants(&skill, &host.options.policy);
-    let limits = policy::limits(&skill, SideEffect::Script, &host.options.overrides);
-    let mut argv = vec![script.name()];
-    argv.extend(argv_tail);
-    let arguments = Value::Object(args.clone());
-    let record = CallRecord {
-        client,
-        tool: RUN_SCRIPT,
-        skill: Some(&skill),
-        component: Some((&script.component, &component.digest)),
-        grants: Some(resolved.grants.summary()),
-        arguments: &arguments,
-        idempotency_key: None,
-    };
-    let call = async {
-        let outcome = host
-            .sandbox
-            .run_script(&component, argv, stdin, &resolved.grants, &limits)
-            .await?;
-        let usage = outcome.usage;
-        Ok((outcome, usage))
-    };
-    match supervise(host, &record, ct, progress, call).await {
-        Ok(outcome) => {
-            let budget = host.options.output_budget;
+    let call = server.host.call(caller, target, ct);
+    match with_progress(progress, RUN_SCRIPT, call).await {
+        Ok(reply) => {
+            let Outcome::Script(outcome) = &reply.outcome else {
+                unreachable!("a script run returns a script outcome")
+            };
+            let budget = server.options.output_budget;
             let (stdout, _) = results::cut_head_tail(
                 &outcome.stdout,
                 budget * 3 / 4,
@@ -421,7 +433,7 @@ pub async fn run_script(
             if !stderr.is_empty() {
                 text.push_str(&format!("\n--- stderr ---\n{stderr}"));
             }
-            for note in &resolved.notes {
+            for note in &reply.notes {
                 text.push_str(&format!("\nnote: {note}"));
             }
             results::text_and_structure(
@@ -433,7 +445,7 @@ pub async fn run_script(
                 }),
             )
         }
-        Err(e) => results::error(with_notes(e.to_string(), &resolved.notes)),
+        Err(e) => results::error(with_notes(e.to_string(), e.notes())),
     }
 }
 

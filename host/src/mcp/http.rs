@@ -13,7 +13,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use super::handler::Session;
-use super::host::Host;
+use super::server::Server;
 
 /// How the HTTP endpoint is exposed.
 #[derive(Debug, Clone)]
@@ -65,7 +65,7 @@ fn config(options: &HttpOptions, shutdown: CancellationToken) -> StreamableHttpS
 /// Binds and serves until `shutdown` is cancelled. Returns the bound
 /// address once listening (port 0 picks a free port).
 pub async fn serve(
-    host: Arc<Host>,
+    server: Arc<Server>,
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
@@ -78,7 +78,7 @@ pub async fn serve(
         ..options
     };
     let service = StreamableHttpService::new(
-        move || Ok(Session::new(host.clone())),
+        move || Ok(Session::new(server.clone())),
         Arc::new(LocalSessionManager::default()),
         config(&bound_options, shutdown.clone()),
     );

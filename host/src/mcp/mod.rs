@@ -3,23 +3,22 @@
 //!
 //! ```text
 //! stdio (line gate) ─┐
-//!                    ├─> Session (ServerHandler) ─> Host (catalog, sandbox, audit)
+//!                    ├─> Session (ServerHandler) ─> Server ─> call::Host (the one call path)
 //! HTTP /mcp ─────────┘      load_skill · read_skill_file · run_script · <skill>__<fn>
 //!                           resources skill://… · prompts · reload watcher
 //! ```
 
-pub mod audit;
 pub mod banner;
 mod calls;
 pub mod handler;
-pub mod host;
 pub mod host_tools;
 pub mod http;
 pub mod prompts;
 pub mod reload;
 pub mod resources;
 pub mod results;
+pub mod server;
 pub mod stdio;
 
 pub use handler::Session;
-pub use host::{Host, ServeOptions, ToolsMode};
+pub use server::{ServeOptions, Server, ToolsMode};

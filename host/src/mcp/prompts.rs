@@ -59,7 +59,8 @@ pub fn get(
     };
     let skill = invoke::resolve(catalog, &request)
         .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
-    let text = invoke::render(skill, request.arguments, &skill_dir_uri(name));
+    let text = invoke::render(skill, request.arguments, &skill_dir_uri(name))
+        .map_err(|e| McpError::invalid_params(e.to_string(), None))?;
     Ok(
         GetPromptResult::new(vec![PromptMessage::new_text(Role::User, text)])
             .with_description(skill.meta.description.clone()),

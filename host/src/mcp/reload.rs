@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::host::Host;
+use super::server::Server;
 use crate::skill::SourceOptions;
 use crate::skill::discover::MAX_ENTRIES;
 
@@ -60,13 +60,29 @@ pub fn fingerprint_sources(options: &SourceOptions) -> u64 {
 /// Watches the sources and reloads on change. `baseline` is the
 /// fingerprint taken before the host built its catalog, so a change made
 /// while the server starts is not missed.
-pub async fn watch(host: Arc<Host>, interval: Duration, baseline: u64) {
-    let sources = host.options.sources.sources();
-    let roots: Vec<&Path> = sources.iter().map(|s| s.root.as_path()).collect();
+pub async fn watch(server: Arc<Server>, interval: Duration, baseline: u64) {
+    let host = server.host.clone();
+    let roots: Arc<Vec<std::path::PathBuf>> = Arc::new(
+        host.options
+            .sources
+            .sources()
+            .into_iter()
+            .map(|s| s.root)
+            .collect(),
+    );
     let mut last = baseline;
     loop {
         tokio::time::sleep(interval).await;
-        let now = fingerprint(&roots);
+        // Walking the folders blocks; it runs beside the runtime.
+        let walk_roots = roots.clone();
+        let Ok(now) = tokio::task::spawn_blocking(move || {
+            let roots: Vec<&Path> = walk_roots.iter().map(|p| p.as_path()).collect();
+            fingerprint(&roots)
+        })
+        .await
+        else {
+            continue;
+        };
         if now == last {
             continue;
         }
@@ -76,7 +92,7 @@ pub async fn watch(host: Arc<Host>, interval: Duration, baseline: u64) {
             .skills()
             .map(|s| format!("{}@{}", s.name(), s.digest))
             .collect();
-        let catalog = host.reload();
+        let catalog = host.reload_blocking().await;
         let after: Vec<String> = catalog
             .skills()
             .map(|s| format!("{}@{}", s.name(), s.digest))
@@ -86,7 +102,7 @@ pub async fn watch(host: Arc<Host>, interval: Duration, baseline: u64) {
         }
         tracing::info!("skills changed; reloaded {} skills", catalog.len());
         if before != after || !catalog.diagnostics().is_empty() {
-            host.broadcast_list_changed().await;
+            server.broadcast_list_changed().await;
         }
     }
 }

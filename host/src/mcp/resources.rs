@@ -10,7 +10,7 @@ use rmcp::model::{
 };
 
 use crate::skill::Catalog;
-use crate::skill::files::{ReadError, SkillDir};
+use crate::skill::files::ReadError;
 use crate::skill::model::SKILL_FILE;
 
 /// Resources per page of `resources/list`.
@@ -43,7 +43,9 @@ pub fn mime_type(path: &str) -> &'static str {
 fn all(catalog: &Catalog) -> Vec<Resource> {
     let mut out = Vec::new();
     for skill in catalog.skills() {
-        let size = |rel: &str| std::fs::metadata(skill.dir.join(rel)).map(|m| m.len()).ok();
+        // Through the folder handle: a symlink leading out of the skill
+        // has no size here, and nothing outside is ever stat'ed.
+        let size = |rel: &str| skill.files.file_size(rel);
         let mut main = Resource::new(
             uri(skill.name(), SKILL_FILE),
             format!("{}/{SKILL_FILE}", skill.name()),
@@ -97,8 +99,22 @@ pub fn templates() -> ListResourceTemplatesResult {
     ])
 }
 
-/// Reads `skill://<name>/<path>`.
-pub fn read(catalog: &Catalog, resource_uri: &str) -> Result<ReadResourceResult, McpError> {
+/// Reads `skill://<name>/<path>`, on a blocking thread under a deadline.
+pub async fn read(
+    catalog: std::sync::Arc<Catalog>,
+    resource_uri: String,
+) -> Result<ReadResourceResult, McpError> {
+    super::host_tools::read_off_runtime(move || read_now(&catalog, &resource_uri))
+        .await
+        .unwrap_or_else(|| {
+            Err(McpError::internal_error(
+                "reading the resource took too long and was abandoned; try again later",
+                None,
+            ))
+        })
+}
+
+fn read_now(catalog: &Catalog, resource_uri: &str) -> Result<ReadResourceResult, McpError> {
     let rest = resource_uri.strip_prefix("skill://").ok_or_else(|| {
         McpError::invalid_params(
             format!("`{resource_uri}` is not a skill resource; use skill://<name>/<path>"),
@@ -114,9 +130,8 @@ pub fn read(catalog: &Catalog, resource_uri: &str) -> Result<ReadResourceResult,
     let skill = catalog
         .get(name)
         .ok_or_else(|| McpError::resource_not_found(format!("no skill named `{name}`"), None))?;
-    let dir = SkillDir::open(&skill.dir)
-        .map_err(|e| McpError::internal_error(format!("cannot open skill `{name}`: {e}"), None))?;
-    let bytes = dir
+    let bytes = skill
+        .files
         .read_bounded(path, MAX_RESOURCE_BYTES)
         .map_err(|e| match e {
             ReadError::NotFound => {

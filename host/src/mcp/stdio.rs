@@ -17,7 +17,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufRea
 use tokio::sync::{Notify, mpsc};
 
 use super::handler::Session;
-use super::host::Host;
+use super::server::Server;
 
 /// Longest request line accepted.
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
@@ -41,6 +41,17 @@ impl Pending {
         (message.get("method").is_some()).then(|| message.get("id").map(Value::to_string))?
     }
 
+    /// The request a `notifications/cancelled` gives up on: the server
+    /// sends no reply for it, so it is no longer waited for.
+    fn cancelled_id(message: &Value) -> Option<String> {
+        (message.get("method")?.as_str()? == "notifications/cancelled").then(|| {
+            message
+                .get("params")?
+                .get("requestId")
+                .map(Value::to_string)
+        })?
+    }
+
     /// The id of a JSON-RPC response (`id` with `result` or `error`).
     fn response_id(message: &Value) -> Option<String> {
         (message.get("result").is_some() || message.get("error").is_some())
@@ -59,13 +70,13 @@ impl Pending {
 }
 
 /// Serves one client on this process's stdin and stdout until stdin closes.
-pub async fn serve(host: Arc<Host>) -> anyhow::Result<()> {
-    serve_on(host, tokio::io::stdin(), tokio::io::stdout()).await
+pub async fn serve(server: Arc<Server>) -> anyhow::Result<()> {
+    serve_on(server, tokio::io::stdin(), tokio::io::stdout()).await
 }
 
 /// Serves one client on any byte streams (tests use in-memory pipes).
 pub async fn serve_on(
-    host: Arc<Host>,
+    server: Arc<Server>,
     input: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -83,7 +94,7 @@ pub async fn serve_on(
     ));
     let gate = tokio::spawn(gate(BufReader::new(input), to_rmcp, lines_tx, pending));
 
-    match Session::new(host).serve((rmcp_in, rmcp_out)).await {
+    match Session::new(server).serve((rmcp_in, rmcp_out)).await {
         Ok(service) => {
             let _ = service.waiting().await;
         }
@@ -202,6 +213,10 @@ async fn gate(
                     Ok(message) => {
                         if let Some(id) = Pending::request_id(&message) {
                             pending.lock().insert(id);
+                        }
+                        if let Some(id) = Pending::cancelled_id(&message) {
+                            pending.lock().remove(&id);
+                            pending.answered.notify_waiters();
                         }
                         if to_rmcp.write_all(text).await.is_err()
                             || to_rmcp.write_all(b"\n").await.is_err()

@@ -14,6 +14,7 @@ use super::error::SandboxError;
 use super::grants::Grants;
 use super::limits::Limits;
 use super::output::OutputOverflow;
+use super::quota::QuotaExceeded;
 use super::store::{CallIo, CallState, MemoryLimitHit, new_store};
 use crate::schema::{WitType, args_from_json, to_json};
 
@@ -196,6 +197,13 @@ fn classify(error: wasmtime::Error, limits: &Limits, io: &CallIo) -> SandboxErro
     if error.downcast_ref::<MemoryLimitHit>().is_some() {
         return SandboxError::MemoryLimit {
             limit_bytes: limits.memory_bytes,
+        };
+    }
+    if let Some(hit) = error.downcast_ref::<QuotaExceeded>() {
+        return SandboxError::Quota {
+            mount: hit.mount,
+            what: hit.what,
+            limit: hit.limit,
         };
     }
     if let Some(overflow) = error.downcast_ref::<OutputOverflow>() {

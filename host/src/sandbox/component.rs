@@ -39,12 +39,32 @@ pub enum CompileOrigin {
 
 /// The on-disk cache of compiled components, keyed by content and engine.
 ///
-/// Compiled code is native code: it is only ever read from a folder the
-/// user owns, and a file that fails to load is recompiled and replaced.
+/// Compiled code is native code that the host maps and runs, so nothing in
+/// this folder is trusted by location alone. Before a file is deserialized:
+/// - the folder and the file are owned by the user running this process and
+///   writable by nobody else, and the file is a regular file reached without
+///   following a symlink;
+/// - the file carries an HMAC-SHA256, under a key kept in the folder (mode
+///   0600), over the component digest it claims, the engine's compatibility
+///   hash and the compiled bytes. A file copied over another's name, or
+///   written by hand without the key, fails the check.
+///
+/// Anything that fails is discarded and recompiled, with a warning. Write
+/// grants never cover this folder (see `skill::policy`), so a guest cannot
+/// reach the key or the files.
 #[derive(Debug, Clone)]
 pub struct DiskCache {
     dir: PathBuf,
 }
+
+/// File header: a magic tag, then the 32-byte MAC, then the compiled code.
+const MAGIC: &[u8; 8] = b"SKBXCW01";
+const MAC_LEN: usize = 32;
+const KEY_FILE: &str = ".key";
+/// Compiled code larger than this is not read back.
+const MAX_CACHED_BYTES: u64 = 1 << 30;
+
+type Mac = hmac::Hmac<Sha256>;
 
 impl DiskCache {
     pub fn new(dir: PathBuf) -> Self {
@@ -57,38 +77,182 @@ impl DiskCache {
         Some(DiskCache::new(dir.join("components")))
     }
 
-    fn path_for(&self, engine: &Engine, digest_hex: &str) -> PathBuf {
+    /// The cache folder, for the checks that keep write grants off it.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    fn file_name(engine: &Engine, digest_hex: &str) -> (String, u64) {
         let mut hasher = std::collections::hash_map::DefaultHasher::new();
         engine.precompile_compatibility_hash().hash(&mut hasher);
-        self.dir
-            .join(format!("{digest_hex}-{:016x}.cwasm", hasher.finish()))
+        let engine_hash = hasher.finish();
+        (
+            format!("{digest_hex}-{engine_hash:016x}.cwasm"),
+            engine_hash,
+        )
     }
 
-    fn load(&self, engine: &Engine, path: &Path) -> Option<Component> {
-        if !path.is_file() {
+    fn mac(key: &[u8], digest_hex: &str, engine_hash: u64, code: &[u8]) -> Mac {
+        use hmac::Mac as _;
+        let mut mac = Mac::new_from_slice(key).expect("HMAC takes keys of any length");
+        mac.update(digest_hex.as_bytes());
+        mac.update(&engine_hash.to_le_bytes());
+        mac.update(code);
+        mac
+    }
+
+    fn load(&self, engine: &Engine, digest_hex: &str) -> Option<Component> {
+        use hmac::Mac as _;
+        let (name, engine_hash) = Self::file_name(engine, digest_hex);
+        let path = self.dir.join(&name);
+        if std::fs::symlink_metadata(&path).is_err() {
             return None;
         }
-        // SAFETY: the file was written by `store` below from
-        // `Component::serialize` for an engine with the same compatibility
-        // hash, in a folder owned by the user running this process.
-        unsafe { Component::deserialize_file(engine, path) }.ok()
+        let checked = (|| {
+            private_folder(&self.dir)?;
+            let key = self.key(false)?;
+            let bytes = read_private_file(&path, MAX_CACHED_BYTES)?;
+            let rest = bytes
+                .strip_prefix(MAGIC.as_slice())
+                .ok_or("it has no cache header")?;
+            if rest.len() < MAC_LEN {
+                return Err("it is truncated");
+            }
+            let (tag, code) = rest.split_at(MAC_LEN);
+            Self::mac(&key, digest_hex, engine_hash, code)
+                .verify_slice(tag)
+                .map_err(|_| "its MAC does not match the component it is named for")?;
+            Ok(code.to_vec())
+        })();
+        let code = match checked {
+            Ok(code) => code,
+            Err(why) => {
+                tracing::warn!(
+                    "compiled-code cache: discarding `{name}`: {why}; the component is compiled again"
+                );
+                let _ = std::fs::remove_file(&path);
+                return None;
+            }
+        };
+        // SAFETY: `Component::deserialize` runs the bytes as native code, so
+        // they must be what this process's engine produced for this very
+        // component. They are: the folder and the file are owned by this
+        // user and writable by no one else, the file was opened without
+        // following symlinks and is a regular file, and its HMAC (keyed by a
+        // secret only this user can read) covers the component's sha256, the
+        // engine's compatibility hash and every byte deserialized here.
+        match unsafe { Component::deserialize(engine, &code) } {
+            Ok(component) => Some(component),
+            Err(_) => {
+                let _ = std::fs::remove_file(&path);
+                None
+            }
+        }
     }
 
-    fn store(&self, path: &Path, component: &Component) {
+    fn store(&self, engine: &Engine, digest_hex: &str, component: &Component) {
+        use hmac::Mac as _;
         // The cache is an optimisation: failing to write it is not an error.
-        let Ok(bytes) = component.serialize() else {
+        let Ok(code) = component.serialize() else {
             return;
         };
-        if std::fs::create_dir_all(&self.dir).is_err() {
+        if create_private_folder(&self.dir).is_err() || private_folder(&self.dir).is_err() {
+            tracing::warn!(
+                "compiled-code cache: the folder is not private to this user; not caching"
+            );
             return;
         }
+        let Ok(key) = self.key(true) else { return };
+        let (name, engine_hash) = Self::file_name(engine, digest_hex);
+        let tag = Self::mac(&key, digest_hex, engine_hash, &code)
+            .finalize()
+            .into_bytes();
         let Ok(mut tmp) = tempfile::NamedTempFile::new_in(&self.dir) else {
             return;
         };
-        if std::io::Write::write_all(&mut tmp, &bytes).is_ok() {
-            let _ = tmp.persist(path);
+        let written = std::io::Write::write_all(&mut tmp, MAGIC)
+            .and_then(|()| std::io::Write::write_all(&mut tmp, &tag))
+            .and_then(|()| std::io::Write::write_all(&mut tmp, &code));
+        if written.is_ok() {
+            let _ = tmp.persist(self.dir.join(name));
         }
     }
+
+    /// The MAC key, created on first use when `create` is set.
+    fn key(&self, create: bool) -> Result<Vec<u8>, &'static str> {
+        let path = self.dir.join(KEY_FILE);
+        if create && std::fs::symlink_metadata(&path).is_err() {
+            let mut key = [0u8; 32];
+            std::fs::File::open("/dev/urandom")
+                .and_then(|mut r| std::io::Read::read_exact(&mut r, &mut key))
+                .map_err(|_| "no random source for the cache key")?;
+            let mut tmp =
+                tempfile::NamedTempFile::new_in(&self.dir).map_err(|_| "cannot write the key")?;
+            std::io::Write::write_all(&mut tmp, &key).map_err(|_| "cannot write the key")?;
+            // Another process may have created it meanwhile; keep theirs.
+            let _ = tmp.persist_noclobber(&path);
+        }
+        let key = read_private_file(&path, 1024)?;
+        if key.len() < 16 {
+            return Err("the cache key is too short");
+        }
+        Ok(key)
+    }
+}
+
+fn create_private_folder(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+}
+
+/// The folder is a real folder owned by this user and writable only by it.
+fn private_folder(dir: &Path) -> Result<(), &'static str> {
+    let meta = std::fs::symlink_metadata(dir).map_err(|_| "the cache folder cannot be read")?;
+    if !meta.is_dir() {
+        return Err("the cache folder is not a folder (a symlink?)");
+    }
+    owned_and_private(&meta)
+}
+
+fn owned_and_private(meta: &std::fs::Metadata) -> Result<(), &'static str> {
+    use std::os::unix::fs::MetadataExt;
+    if meta.uid() != rustix::process::geteuid().as_raw() {
+        return Err("it is owned by another user");
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err("it is writable by group or others");
+    }
+    Ok(())
+}
+
+/// Reads a regular, private file without following a symlink or blocking
+/// on a FIFO; checks are made on the opened handle, not the path.
+fn read_private_file(path: &Path, limit: u64) -> Result<Vec<u8>, &'static str> {
+    use std::io::Read;
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(
+            rustix::fs::OFlags::NOFOLLOW.bits() as i32 | rustix::fs::OFlags::NONBLOCK.bits() as i32,
+        )
+        .open(path)
+        .map_err(|_| "it cannot be opened (a symlink, or unreadable)")?;
+    let meta = file.metadata().map_err(|_| "it cannot be read")?;
+    if !meta.is_file() {
+        return Err("it is not a regular file");
+    }
+    owned_and_private(&meta)?;
+    if meta.len() > limit {
+        return Err("it is too large");
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|_| "it cannot be read")?;
+    Ok(bytes)
 }
 
 /// Reads, compiles (or loads from cache) and pre-instantiates a component.
@@ -99,16 +263,13 @@ pub(crate) fn load_component(
     cache: Option<&DiskCache>,
 ) -> Result<LoadedComponent, SandboxError> {
     let digest_hex = hex(&Sha256::digest(bytes));
-    let cached_path = cache.map(|c| (c, c.path_for(engine, &digest_hex)));
-    let from_cache = cached_path
-        .as_ref()
-        .and_then(|(cache, path)| cache.load(engine, path));
+    let from_cache = cache.and_then(|c| c.load(engine, &digest_hex));
     let (component, origin) = match from_cache {
         Some(component) => (component, CompileOrigin::DiskCache),
         None => {
             let component = compile(engine, bytes)?;
-            if let Some((cache, path)) = &cached_path {
-                cache.store(path, &component);
+            if let Some(cache) = cache {
+                cache.store(engine, &digest_hex, &component);
             }
             (component, CompileOrigin::Compiled)
         }
@@ -116,7 +277,8 @@ pub(crate) fn load_component(
     let pre = linker
         .instantiate_pre(&component)
         .map_err(|e| SandboxError::Load(describe_link_error(&e)))?;
-    let exports = read_exports(engine, &component);
+    let exports = read_exports(engine, &component)
+        .map_err(|e| SandboxError::Load(format!("it is refused: {e}")))?;
     Ok(LoadedComponent {
         digest: format!("sha256:{digest_hex}"),
         exports,

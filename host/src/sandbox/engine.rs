@@ -73,6 +73,7 @@ impl SandboxEngine {
         };
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        super::quota::shadow_filesystem(&mut linker)?;
         let ticker = Ticker::start(engine.clone());
         Ok(SandboxEngine {
             engine,
@@ -100,7 +101,11 @@ fn pooling_config() -> PoolingAllocationConfig {
         .total_tables(POOL_INSTANCES * 8)
         .total_stacks(POOL_INSTANCES)
         .max_memory_size(MAX_MEMORY_BYTES)
+        // The per-call limiter counts every memory and table together, so a
+        // component may split its budget across several memories (the
+        // multi-memory proposal) without gaining more than its cap.
         .max_memories_per_component(8)
+        .max_memories_per_module(8)
         .max_tables_per_component(16)
         .max_core_instances_per_component(32)
         .max_component_instance_size(1 << 20)

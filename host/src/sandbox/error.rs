@@ -6,6 +6,7 @@
 
 use std::time::Duration;
 
+use super::quota::{Mount, QuotaKind};
 use crate::schema::ArgError;
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +46,23 @@ pub enum SandboxError {
          (--max-output-bytes)."
     )]
     OutputLimit { stream: &'static str, limit: usize },
+
+    #[error(
+        "{} quota: the tool tried to go past {limit} {what} created or written on {} in one call \
+         and was stopped. {} Write less (smaller files, fewer of them, clean up as you go); if \
+         the work is legitimate, the user can raise the quota (--{}-{}).",
+        if mount.guest_path() == "/tmp" { "scratch" } else { "workspace" },
+        mount.guest_path(),
+        if *what == QuotaKind::Bytes { "Counted are the bytes written, not the size left on disk." }
+        else { "Counted are the files, folders and links created." },
+        if mount.guest_path() == "/tmp" { "scratch" } else { "workspace" },
+        if *what == QuotaKind::Bytes { "quota-mib" } else { "quota-entries" },
+    )]
+    Quota {
+        mount: Mount,
+        what: QuotaKind,
+        limit: u64,
+    },
 
     #[error(
         "invalid arguments: {0}. Nothing was run. Fix this argument to match the tool's \
@@ -90,6 +108,7 @@ impl SandboxError {
             SandboxError::MemoryLimit { .. } => "memory_limit",
             SandboxError::StackOverflow => "stack_overflow",
             SandboxError::OutputLimit { .. } => "output_limit",
+            SandboxError::Quota { .. } => "quota",
             SandboxError::InvalidArguments(_) => "invalid_arguments",
             SandboxError::ToolError { .. } => "tool_error",
             SandboxError::Trap { .. } => "trap",

@@ -3,7 +3,82 @@
 //! A [`Grants`] value is built by the host from the user's decision (command
 //! line or policy), never from anything a guest or an agent sends.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use cap_std::fs::Dir;
+
+/// A folder opened once and kept open: every call that mounts it gets this
+/// very folder, whatever its path names later. Renaming the folder, or
+/// swapping a symlink in at its path, does not change what a call sees.
+#[derive(Clone)]
+pub struct PinnedDir {
+    dir: Arc<Dir>,
+    /// Where it was opened; used only where the OS cannot reopen a handle.
+    opened_at: PathBuf,
+}
+
+impl PinnedDir {
+    pub fn new(dir: Arc<Dir>, opened_at: PathBuf) -> Self {
+        PinnedDir { dir, opened_at }
+    }
+
+    /// Opens and pins the folder at `path`.
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        let dir = Dir::open_ambient_dir(path, cap_std::ambient_authority())?;
+        Ok(PinnedDir::new(Arc::new(dir), path.to_path_buf()))
+    }
+
+    pub fn dir(&self) -> &Arc<Dir> {
+        &self.dir
+    }
+
+    /// The path wasmtime-wasi opens for the preopen. On Linux this is the
+    /// open handle itself (`/proc/self/fd/N`), which resolves to the pinned
+    /// folder and never to whatever now sits at its old path.
+    pub fn preopen_path(&self) -> PathBuf {
+        #[cfg(target_os = "linux")]
+        {
+            use std::os::fd::AsRawFd;
+            let fd = PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()));
+            if fd.exists() {
+                return fd;
+            }
+        }
+        self.opened_at.clone()
+    }
+
+    /// Device and inode of the pinned folder.
+    pub fn identity(&self) -> Option<(u64, u64)> {
+        use cap_std::fs::MetadataExt;
+        self.dir.dir_metadata().ok().map(|m| (m.dev(), m.ino()))
+    }
+
+    /// Whether `path` still leads to the pinned folder.
+    pub fn still_at(&self, path: &Path) -> bool {
+        use std::os::unix::fs::MetadataExt;
+        let Ok(now) = std::fs::metadata(path) else {
+            return false;
+        };
+        now.is_dir() && self.identity() == Some((now.dev(), now.ino()))
+    }
+}
+
+impl std::fmt::Debug for PinnedDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedDir")
+            .field("identity", &self.identity())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for PinnedDir {
+    fn eq(&self, other: &Self) -> bool {
+        self.identity() == other.identity()
+    }
+}
+
+impl Eq for PinnedDir {}
 
 /// Access to the user's workspace, mounted at `/workspace` in the guest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,7 +95,7 @@ pub struct WorkspaceGrant {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Grants {
     /// The skill's own folder, mounted read-only at `/skill`.
-    pub skill_dir: Option<PathBuf>,
+    pub skill_dir: Option<PinnedDir>,
     pub workspace: Option<WorkspaceGrant>,
     /// Environment variables given to the guest, by name and value.
     pub env: Vec<(String, String)>,

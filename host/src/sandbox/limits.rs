@@ -43,7 +43,7 @@ pub struct Limits {
     pub timeout: Duration,
     /// Fuel: roughly one unit per WebAssembly instruction.
     pub fuel: u64,
-    /// Maximum size of the guest's linear memory, in bytes.
+    /// Maximum size of all the call's linear memories together, in bytes.
     pub memory_bytes: usize,
     /// Maximum number of table elements (function references).
     pub table_elements: usize,
@@ -51,12 +51,24 @@ pub struct Limits {
     pub output_bytes: usize,
     /// Maximum size of a function's result, measured as JSON text.
     pub result_bytes: usize,
+    /// Bytes the call may write into its scratch folder (`/tmp`).
+    pub scratch_bytes: u64,
+    /// Files, folders and links the call may create in `/tmp`.
+    pub scratch_entries: u64,
+    /// Bytes the call may write into a writable workspace.
+    pub workspace_bytes: u64,
+    /// Files, folders and links the call may create in a writable workspace.
+    pub workspace_entries: u64,
 }
 
 pub const MIB: usize = 1024 * 1024;
 pub const DEFAULT_FUEL: u64 = 10_000_000_000;
 pub const DEFAULT_MEMORY_BYTES: usize = 64 * MIB;
 pub const DEFAULT_OUTPUT_BYTES: usize = MIB;
+pub const DEFAULT_SCRATCH_BYTES: u64 = 64 * MIB as u64;
+pub const DEFAULT_SCRATCH_ENTRIES: u64 = 10_000;
+pub const DEFAULT_WORKSPACE_BYTES: u64 = 256 * MIB as u64;
+pub const DEFAULT_WORKSPACE_ENTRIES: u64 = 10_000;
 
 impl Limits {
     /// The defaults for a call of the given class.
@@ -68,6 +80,10 @@ impl Limits {
             table_elements: 100_000,
             output_bytes: DEFAULT_OUTPUT_BYTES,
             result_bytes: DEFAULT_OUTPUT_BYTES,
+            scratch_bytes: DEFAULT_SCRATCH_BYTES,
+            scratch_entries: DEFAULT_SCRATCH_ENTRIES,
+            workspace_bytes: DEFAULT_WORKSPACE_BYTES,
+            workspace_entries: DEFAULT_WORKSPACE_ENTRIES,
         }
     }
 }

@@ -13,6 +13,7 @@ mod error;
 mod grants;
 mod limits;
 mod output;
+mod quota;
 mod store;
 
 use std::collections::HashMap;
@@ -27,11 +28,14 @@ pub use call::{CallOutcome, ScriptOutcome, Usage};
 pub use component::{CompileOrigin, DiskCache, LoadedComponent, header_problem};
 pub use engine::{EPOCH_TICK, EngineOptions, MAX_MEMORY_BYTES, POOL_INSTANCES};
 pub use error::SandboxError;
-pub use grants::{Grants, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT, WorkspaceGrant};
+pub use grants::{Grants, PinnedDir, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT, WorkspaceGrant};
 pub use limits::{
-    DEFAULT_FUEL, DEFAULT_MEMORY_BYTES, DEFAULT_OUTPUT_BYTES, Limits, MIB, SideEffect,
+    DEFAULT_FUEL, DEFAULT_MEMORY_BYTES, DEFAULT_OUTPUT_BYTES, DEFAULT_SCRATCH_BYTES,
+    DEFAULT_SCRATCH_ENTRIES, DEFAULT_WORKSPACE_BYTES, DEFAULT_WORKSPACE_ENTRIES, Limits, MIB,
+    SideEffect,
 };
 pub use output::{CappedPipe, OutputOverflow};
+pub use quota::{Mount, QuotaExceeded, QuotaKind};
 
 use engine::SandboxEngine;
 

@@ -16,6 +16,7 @@ use super::error::SandboxError;
 use super::grants::{Grants, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT};
 use super::limits::Limits;
 use super::output::CappedPipe;
+use super::quota::{FsQuota, QuotaLimits};
 
 /// Raised by the limiter when the guest asks for more memory than allowed.
 #[derive(Debug, thiserror::Error)]
@@ -24,35 +25,71 @@ pub struct MemoryLimitHit {
     pub limit_bytes: usize,
 }
 
-/// Enforces the memory and table caps, and remembers a hit so the caller
-/// can report it precisely.
+/// Enforces the memory and table caps over the whole call: every linear
+/// memory and every table of every core instance in the component counts
+/// against one budget, so a component cannot multiply its share by
+/// declaring more memories.
 pub struct CallLimiter {
     memory_bytes: usize,
     table_elements: usize,
+    memory_in_use: usize,
+    table_elements_in_use: usize,
+}
+
+impl CallLimiter {
+    fn new(limits: &Limits) -> Self {
+        CallLimiter {
+            memory_bytes: limits.memory_bytes,
+            table_elements: limits.table_elements,
+            memory_in_use: 0,
+            table_elements_in_use: 0,
+        }
+    }
+}
+
+/// The call's total after one memory or table grows from `current` to
+/// `desired`, if it stays within `limit`.
+fn grown_total(in_use: usize, current: usize, desired: usize, limit: usize) -> Option<usize> {
+    let total = in_use.saturating_sub(current).checked_add(desired)?;
+    (total <= limit).then_some(total)
 }
 
 impl ResourceLimiter for CallLimiter {
     fn memory_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        if desired > self.memory_bytes {
-            return Err(wasmtime::Error::new(MemoryLimitHit {
+        match grown_total(self.memory_in_use, current, desired, self.memory_bytes) {
+            Some(total) => {
+                self.memory_in_use = total;
+                Ok(true)
+            }
+            None => Err(wasmtime::Error::new(MemoryLimitHit {
                 limit_bytes: self.memory_bytes,
-            }));
+            })),
         }
-        Ok(true)
     }
 
     fn table_growing(
         &mut self,
-        _current: usize,
+        current: usize,
         desired: usize,
         _maximum: Option<usize>,
     ) -> wasmtime::Result<bool> {
-        Ok(desired <= self.table_elements)
+        match grown_total(
+            self.table_elements_in_use,
+            current,
+            desired,
+            self.table_elements,
+        ) {
+            Some(total) => {
+                self.table_elements_in_use = total;
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     fn instances(&self) -> usize {
@@ -71,7 +108,8 @@ impl ResourceLimiter for CallLimiter {
 /// The data a call's store holds.
 pub struct CallState {
     wasi: WasiCtx,
-    table: ResourceTable,
+    pub(crate) table: ResourceTable,
+    pub(crate) quota: FsQuota,
     limiter: CallLimiter,
     deadline: Instant,
     _scratch: TempDir,
@@ -140,7 +178,12 @@ pub fn new_store(
     };
     preopen(&mut wasi, scratch.path(), SCRATCH_MOUNT, FsPerms::ReadWrite)?;
     if let Some(skill) = &grants.skill_dir {
-        preopen(&mut wasi, skill, SKILL_MOUNT, FsPerms::ReadOnly)?;
+        preopen(
+            &mut wasi,
+            &skill.preopen_path(),
+            SKILL_MOUNT,
+            FsPerms::ReadOnly,
+        )?;
     }
     if let Some(ws) = &grants.workspace {
         let perms = if ws.writable {
@@ -154,10 +197,17 @@ pub fn new_store(
     let state = CallState {
         wasi: wasi.build(),
         table: ResourceTable::new(),
-        limiter: CallLimiter {
-            memory_bytes: limits.memory_bytes,
-            table_elements: limits.table_elements,
-        },
+        quota: FsQuota::new(
+            QuotaLimits {
+                bytes: limits.scratch_bytes,
+                entries: limits.scratch_entries,
+            },
+            QuotaLimits {
+                bytes: limits.workspace_bytes,
+                entries: limits.workspace_entries,
+            },
+        ),
+        limiter: CallLimiter::new(limits),
         deadline: Instant::now() + limits.timeout,
         _scratch: scratch,
     };

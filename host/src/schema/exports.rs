@@ -5,7 +5,10 @@ use wasmtime::component::types::{ComponentFunc, ComponentItem};
 use wasmtime::component::{Component, ComponentExportIndex};
 
 use super::json_schema::params_schema;
-use super::wit::WitType;
+use super::wit::{TypeBudget, Unsupported, WitType};
+
+/// Largest input schema one tool may have, as JSON text.
+pub const MAX_SCHEMA_BYTES: usize = 256 * 1024;
 
 /// One exported function that can be served as a tool.
 #[derive(Debug, Clone)]
@@ -57,7 +60,11 @@ impl ComponentExports {
 
 /// Reads the exported functions: top-level functions and the functions of
 /// exported interfaces. `wasi:cli/run` marks a command and is not a tool.
-pub fn read_exports(engine: &Engine, component: &Component) -> ComponentExports {
+///
+/// A function whose types exceed the host's bounds refuses the whole
+/// component, naming the function: serving the rest would hide a component
+/// built to exhaust whoever lists its tools.
+pub fn read_exports(engine: &Engine, component: &Component) -> Result<ComponentExports, String> {
     let ty = component.component_type();
     let mut out = ComponentExports::default();
     let mut found: Vec<(Option<String>, String, ComponentFunc)> = Vec::new();
@@ -86,6 +93,9 @@ pub fn read_exports(engine: &Engine, component: &Component) -> ComponentExports 
             _ => function.clone(),
         };
         match signature(func) {
+            Err((reason, Unsupported::TooLarge)) => {
+                return Err(format!("function `{name}` {reason}"));
+            }
             Ok((params, result)) => {
                 let parent = interface
                     .as_deref()
@@ -102,31 +112,51 @@ pub fn read_exports(engine: &Engine, component: &Component) -> ComponentExports 
                     index,
                 });
             }
-            Err(reason) => out.skipped.push(SkippedExport { name, reason }),
+            Err((reason, _)) => out.skipped.push(SkippedExport { name, reason }),
+        }
+    }
+    for f in &out.functions {
+        let size = serde_json::to_vec(&f.input_schema()).map_or(usize::MAX, |v| v.len());
+        if size > MAX_SCHEMA_BYTES {
+            return Err(format!(
+                "function `{}` has an input schema of {size} bytes, over the {MAX_SCHEMA_BYTES}-byte bound; simplify its types",
+                f.name
+            ));
         }
     }
     out.functions.sort_by(|a, b| a.name.cmp(&b.name));
-    out
+    Ok(out)
 }
 
 type Signature = (Vec<(String, WitType)>, Option<WitType>);
 
-fn signature(func: &ComponentFunc) -> Result<Signature, String> {
+fn signature(func: &ComponentFunc) -> Result<Signature, (String, Unsupported)> {
     if func.async_() {
-        return Err("is an async function, which this host does not call yet".into());
+        return Err((
+            "is an async function, which this host does not call yet".into(),
+            Unsupported::Kind {
+                kind: "async function",
+            },
+        ));
     }
+    // One budget for the whole signature, so many medium parameters cannot
+    // add up to a huge schema either.
+    let mut budget = TypeBudget::default();
     let params = func
         .params()
         .map(|(name, ty)| {
-            WitType::from_component(&ty)
+            WitType::from_component_within(&ty, &mut budget)
                 .map(|t| (name.to_string(), t))
-                .map_err(|e| format!("its parameter `{name}` {e}"))
+                .map_err(|e| (format!("its parameter `{name}` {e}"), e))
         })
         .collect::<Result<Vec<_>, _>>()?;
     let mut results = func.results();
     let result = match results.next() {
         None => None,
-        Some(ty) => Some(WitType::from_component(&ty).map_err(|e| format!("its result {e}"))?),
+        Some(ty) => Some(
+            WitType::from_component_within(&ty, &mut budget)
+                .map_err(|e| (format!("its result {e}"), e))?,
+        ),
     };
     Ok((params, result))
 }

@@ -36,17 +36,63 @@ pub enum WitType {
     Flags(Vec<String>),
 }
 
-/// A type a JSON tool interface cannot carry.
+/// Why a component type cannot become a tool's JSON type.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("uses a {kind}, which cannot be passed as JSON")]
-pub struct Unsupported {
-    pub kind: &'static str,
+pub enum Unsupported {
+    #[error("uses a {kind}, which cannot be passed as JSON")]
+    Kind { kind: &'static str },
+    /// Component types are shared graphs; copied into a tree (and into a
+    /// JSON Schema) a small component can name an exponentially large type.
+    #[error(
+        "has a type larger than this host accepts (more than {MAX_TYPE_NODES} type nodes \
+         or nesting deeper than {MAX_TYPE_DEPTH}); simplify the function's types"
+    )]
+    TooLarge,
+}
+
+/// Type nodes one function's parameters and result may have in all.
+pub const MAX_TYPE_NODES: usize = 4096;
+/// How deeply a parameter's or result's type may nest.
+pub const MAX_TYPE_DEPTH: usize = 32;
+
+/// What is left of a function's type budget while its types are copied.
+#[derive(Debug)]
+pub struct TypeBudget {
+    nodes_left: usize,
+}
+
+impl Default for TypeBudget {
+    fn default() -> Self {
+        TypeBudget {
+            nodes_left: MAX_TYPE_NODES,
+        }
+    }
+}
+
+fn unsupported(kind: &'static str) -> Unsupported {
+    Unsupported::Kind { kind }
 }
 
 impl WitType {
-    /// Copies a component type, or says which part of it has no JSON form.
+    /// Copies a component type, or says which part of it has no JSON form,
+    /// under a fresh budget.
     pub fn from_component(ty: &Type) -> Result<Self, Unsupported> {
-        let boxed = |t: &Type| WitType::from_component(t).map(Box::new);
+        Self::from_component_within(ty, &mut TypeBudget::default())
+    }
+
+    /// Copies a component type, spending `budget`: every node copied costs
+    /// one, so a type graph that would unfold into a huge tree stops early.
+    pub fn from_component_within(ty: &Type, budget: &mut TypeBudget) -> Result<Self, Unsupported> {
+        Self::copy(ty, budget, 0)
+    }
+
+    fn copy(ty: &Type, budget: &mut TypeBudget, depth: usize) -> Result<Self, Unsupported> {
+        if depth > MAX_TYPE_DEPTH || budget.nodes_left == 0 {
+            return Err(Unsupported::TooLarge);
+        }
+        budget.nodes_left -= 1;
+        let d = depth + 1;
+        let boxed = |t: &Type, budget: &mut TypeBudget| Self::copy(t, budget, d).map(Box::new);
         Ok(match ty {
             Type::Bool => WitType::Bool,
             Type::S8 => WitType::S8,
@@ -61,45 +107,52 @@ impl WitType {
             Type::Float64 => WitType::F64,
             Type::Char => WitType::Char,
             Type::String => WitType::String,
-            Type::List(list) => WitType::List(boxed(&list.ty())?),
-            Type::FixedLengthList(list) => WitType::FixedList(boxed(&list.ty())?, list.len()),
+            Type::List(list) => WitType::List(boxed(&list.ty(), budget)?),
+            Type::FixedLengthList(list) => {
+                WitType::FixedList(boxed(&list.ty(), budget)?, list.len())
+            }
             Type::Record(record) => WitType::Record(
                 record
                     .fields()
-                    .map(|f| Ok((f.name.to_string(), WitType::from_component(&f.ty)?)))
+                    .map(|f| Ok((f.name.to_string(), Self::copy(&f.ty, budget, d)?)))
                     .collect::<Result<_, Unsupported>>()?,
             ),
             Type::Tuple(tuple) => WitType::Tuple(
                 tuple
                     .types()
-                    .map(|t| WitType::from_component(&t))
+                    .map(|t| Self::copy(&t, budget, d))
                     .collect::<Result<_, _>>()?,
             ),
             Type::Variant(variant) => WitType::Variant(
                 variant
                     .cases()
                     .map(|c| {
-                        let payload = c.ty.as_ref().map(WitType::from_component).transpose()?;
+                        let payload = match c.ty.as_ref() {
+                            Some(t) => Some(Self::copy(t, budget, d)?),
+                            None => None,
+                        };
                         Ok((c.name.to_string(), payload))
                     })
                     .collect::<Result<_, Unsupported>>()?,
             ),
             Type::Enum(e) => WitType::Enum(e.names().map(str::to_string).collect()),
-            Type::Option(o) => WitType::Option(boxed(&o.ty())?),
+            Type::Option(o) => WitType::Option(boxed(&o.ty(), budget)?),
             Type::Result(r) => WitType::Result {
-                ok: r.ok().as_ref().map(boxed).transpose()?,
-                err: r.err().as_ref().map(boxed).transpose()?,
+                ok: match r.ok() {
+                    Some(t) => Some(boxed(&t, budget)?),
+                    None => None,
+                },
+                err: match r.err() {
+                    Some(t) => Some(boxed(&t, budget)?),
+                    None => None,
+                },
             },
             Type::Flags(f) => WitType::Flags(f.names().map(str::to_string).collect()),
-            Type::Own(_) | Type::Borrow(_) => return Err(Unsupported { kind: "resource" }),
-            Type::Map(_) => return Err(Unsupported { kind: "map" }),
-            Type::Future(_) => return Err(Unsupported { kind: "future" }),
-            Type::Stream(_) => return Err(Unsupported { kind: "stream" }),
-            Type::ErrorContext => {
-                return Err(Unsupported {
-                    kind: "error-context",
-                });
-            }
+            Type::Own(_) | Type::Borrow(_) => return Err(unsupported("resource")),
+            Type::Map(_) => return Err(unsupported("map")),
+            Type::Future(_) => return Err(unsupported("future")),
+            Type::Stream(_) => return Err(unsupported("stream")),
+            Type::ErrorContext => return Err(unsupported("error-context")),
         })
     }
 

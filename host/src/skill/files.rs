@@ -1,11 +1,20 @@
 //! The host's own reads inside a skill folder, through a cap-std directory
 //! handle: `..`, absolute paths and symlinks cannot leave the folder.
+//!
+//! The handle is opened once, when the catalog is built, and shared by
+//! every later read and by every call's `/skill` mount; see
+//! [`crate::sandbox::PinnedDir`]. Reads take regular files only: a FIFO,
+//! device or socket is opened non-blocking and refused by its type on the
+//! opened handle, so it can never stall the host.
 
 use std::io::Read;
 use std::path::Path;
+use std::sync::Arc;
 
 use cap_std::ambient_authority;
-use cap_std::fs::Dir;
+use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
+
+use crate::sandbox::PinnedDir;
 
 /// SKILL.md and skillbox.yaml larger than this are refused.
 pub const MAX_SKILL_FILE_BYTES: u64 = 256 * 1024;
@@ -22,30 +31,55 @@ pub enum ReadError {
     TooLarge { limit: u64 },
     #[error("it is a folder, not a file")]
     NotAFile,
+    #[error("it is {0}, not a regular file; only regular files are read")]
+    NotRegular(&'static str),
     #[error("it cannot be read ({0})")]
     Io(String),
 }
 
-/// A skill folder opened as a capability.
+/// A skill folder opened as a capability. Clones share the one handle.
+#[derive(Clone)]
 pub struct SkillDir {
-    dir: Dir,
+    dir: Arc<Dir>,
+}
+
+impl std::fmt::Debug for SkillDir {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SkillDir")
+    }
 }
 
 impl SkillDir {
     pub fn open(path: &Path) -> Result<Self, ReadError> {
         Dir::open_ambient_dir(path, ambient_authority())
-            .map(|dir| SkillDir { dir })
+            .map(|dir| SkillDir { dir: Arc::new(dir) })
             .map_err(|e| classify(&e))
+    }
+
+    /// The same folder as a mount for the sandbox.
+    pub fn pinned(&self, opened_at: &Path) -> PinnedDir {
+        PinnedDir::new(self.dir.clone(), opened_at.to_path_buf())
     }
 
     /// Reads `rel` whole, refusing files over `limit` bytes (detected by
     /// reading one byte past it, so a growing file cannot slip through).
     pub fn read_bounded(&self, rel: &str, limit: u64) -> Result<Vec<u8>, ReadError> {
         let rel = checked_relative(rel)?;
-        let file = self.dir.open(rel).map_err(|e| classify(&e))?;
+        let file = self
+            .dir
+            .open_with(
+                rel,
+                OpenOptions::new()
+                    .read(true)
+                    .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32),
+            )
+            .map_err(|e| classify(&e))?;
         let meta = file.metadata().map_err(|e| classify(&e))?;
         if meta.is_dir() {
             return Err(ReadError::NotAFile);
+        }
+        if !meta.is_file() {
+            return Err(ReadError::NotRegular(special_kind(&meta.file_type())));
         }
         let mut bytes = Vec::new();
         file.take(limit + 1)
@@ -55,6 +89,13 @@ impl SkillDir {
             return Err(ReadError::TooLarge { limit });
         }
         Ok(bytes)
+    }
+
+    /// The size of the regular file `rel`, through the handle (a symlink
+    /// leaving the folder has no size here).
+    pub fn file_size(&self, rel: &str) -> Option<u64> {
+        let meta = self.dir.metadata(checked_relative(rel).ok()?).ok()?;
+        meta.is_file().then(|| meta.len())
     }
 
     /// Whether `rel` names a regular file inside the folder.
@@ -99,6 +140,19 @@ fn walk(dir: &Dir, prefix: &str, depth: usize, max: usize, out: &mut Vec<String>
             }
             _ => {}
         }
+    }
+}
+
+fn special_kind(t: &cap_std::fs::FileType) -> &'static str {
+    use cap_std::fs::FileTypeExt;
+    if t.is_fifo() {
+        "a FIFO (named pipe)"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_block_device() || t.is_char_device() {
+        "a device"
+    } else {
+        "a special file"
     }
 }
 

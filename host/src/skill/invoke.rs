@@ -56,42 +56,91 @@ pub fn resolve<'c>(catalog: &'c Catalog, request: &Request<'_>) -> Result<&'c Sk
     }
 }
 
+/// The longest text substitution may produce: the body cap, since a
+/// rendered skill is a body.
+pub const MAX_RENDERED_BYTES: usize = super::files::MAX_SKILL_FILE_BYTES as usize;
+
+/// Substitution would make the text larger than the cap.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the skill's text with these arguments substituted would exceed {limit} bytes (the body \
+     repeats $ARGUMENTS or $N placeholders); pass shorter arguments"
+)]
+pub struct RenderTooLarge {
+    pub limit: usize,
+}
+
+/// Text built under a byte cap: every append is checked before it is
+/// made, so a body with many placeholders cannot make the host allocate
+/// more than the cap.
+struct Bounded {
+    out: String,
+    limit: usize,
+}
+
+impl Bounded {
+    fn push(&mut self, text: &str) -> Result<(), RenderTooLarge> {
+        if self.out.len() + text.len() > self.limit {
+            return Err(RenderTooLarge { limit: self.limit });
+        }
+        self.out.push_str(text);
+        Ok(())
+    }
+}
+
 /// Substitutes `$ARGUMENTS`, `$1…$N` (shell-style words of `arguments`;
-/// missing ones are empty) and `${SKILL_DIR}` in `body`.
-pub fn substitute(body: &str, arguments: &str, skill_dir: &str) -> String {
+/// missing ones are empty) and `${SKILL_DIR}` in `body`, refusing a result
+/// over [`MAX_RENDERED_BYTES`].
+pub fn substitute(body: &str, arguments: &str, skill_dir: &str) -> Result<String, RenderTooLarge> {
+    substitute_within(body, arguments, skill_dir, MAX_RENDERED_BYTES)
+}
+
+pub fn substitute_within(
+    body: &str,
+    arguments: &str,
+    skill_dir: &str,
+    limit: usize,
+) -> Result<String, RenderTooLarge> {
     let words = split_words(arguments);
-    let body = body.replace("${SKILL_DIR}", skill_dir);
-    let mut out = String::with_capacity(body.len() + arguments.len());
-    let mut rest = body.as_str();
+    let mut out = Bounded {
+        out: String::with_capacity(body.len().min(limit)),
+        limit,
+    };
+    let mut rest = body;
     while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
+        out.push(&rest[..i])?;
         let after = &rest[i + 1..];
         if let Some(tail) = after.strip_prefix("ARGUMENTS") {
-            out.push_str(arguments);
+            out.push(arguments)?;
+            rest = tail;
+            continue;
+        }
+        if let Some(tail) = after.strip_prefix("{SKILL_DIR}") {
+            out.push(skill_dir)?;
             rest = tail;
             continue;
         }
         let digits = after.chars().take_while(char::is_ascii_digit).count();
         match after[..digits].parse::<usize>() {
             Ok(n) if n >= 1 => {
-                out.push_str(words.get(n - 1).map_or("", String::as_str));
+                out.push(words.get(n - 1).map_or("", String::as_str))?;
                 rest = &after[digits..];
             }
             _ => {
-                out.push('$');
+                out.push("$")?;
                 rest = after;
             }
         }
     }
-    out.push_str(rest);
-    out
+    out.push(rest)?;
+    Ok(out.out)
 }
 
 /// The prompt for an explicit invocation: the skill's method and the
 /// user's request, each in its own clearly delimited block.
-pub fn render(skill: &Skill, arguments: &str, skill_dir: &str) -> String {
-    let body = substitute(&skill.body, arguments, skill_dir);
-    format!(
+pub fn render(skill: &Skill, arguments: &str, skill_dir: &str) -> Result<String, RenderTooLarge> {
+    let body = substitute(&skill.body, arguments, skill_dir)?;
+    let text = format!(
         "<skill name=\"{name}\" source=\"{source}\">\n{body}\n</skill>\n\n\
          <user-request>\n{request}\n</user-request>\n\n\
          The block <skill> is the method for this task, chosen by the user. \
@@ -104,7 +153,13 @@ pub fn render(skill: &Skill, arguments: &str, skill_dir: &str) -> String {
         } else {
             arguments
         },
-    )
+    );
+    if text.len() > MAX_RENDERED_BYTES + arguments.len() + 1024 {
+        return Err(RenderTooLarge {
+            limit: MAX_RENDERED_BYTES,
+        });
+    }
+    Ok(text)
 }
 
 /// Splits arguments into words, honouring single and double quotes.
@@ -166,11 +221,25 @@ mod tests {
     #[test]
     fn substitutes_arguments_positions_and_skill_dir() {
         let body = "All: $ARGUMENTS\nFirst: $1, second: $2, none: $3.\nCost: $ 5 and $0\nDir: ${SKILL_DIR}/references";
-        let out = substitute(body, "app.log 'two words'", "/skill");
+        let out = substitute(body, "app.log 'two words'", "/skill").unwrap();
         assert_eq!(
             out,
             "All: app.log 'two words'\nFirst: app.log, second: two words, none: .\nCost: $ 5 and $0\nDir: /skill/references"
         );
+    }
+
+    #[test]
+    fn substitution_is_bounded() {
+        let body = "$1".repeat(80_000);
+        let arg = "x".repeat(1024);
+        assert_eq!(
+            substitute(&body, &arg, "/skill"),
+            Err(RenderTooLarge {
+                limit: MAX_RENDERED_BYTES
+            })
+        );
+        assert_eq!(substitute_within("a$1b", "xy", "", 4).unwrap(), "axyb");
+        assert!(substitute_within("a$1b", "xyz", "", 4).is_err());
     }
 
     #[test]

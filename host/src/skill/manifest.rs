@@ -181,6 +181,40 @@ pub fn load(dir: &SkillDir) -> Result<Option<Manifest>, Vec<Problem>> {
     }
 }
 
+/// Limits that cannot be meant: zero, or (memory) beyond what the host can
+/// hold at all. Arithmetic is checked, so a huge value is a finding, never
+/// a wrap. Any other request is clamped to the user's ceilings when a call
+/// runs (see `skill::policy`), and `skills check` reports the clamping.
+fn limit_problems(
+    limits: &ManifestLimits,
+    line_of: &dyn Fn(&str) -> Option<usize>,
+) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let mut out_of_range = |key: &str, range: String| {
+        problems.push(problem(
+            line_of(key),
+            "manifest-limit",
+            format!("`{key}` must be between {range}; ask for what one call needs (the user's ceilings clamp it further)"),
+        ));
+    };
+    if limits.timeout_ms == Some(0) {
+        out_of_range("timeout-ms", format!("1 and {}", u64::MAX));
+    }
+    if limits.fuel == Some(0) {
+        out_of_range("fuel", format!("1 and {}", u64::MAX));
+    }
+    if let Some(mib) = limits.memory_mib {
+        let bytes = usize::try_from(mib).ok().and_then(|m| m.checked_mul(MIB));
+        if mib == 0 || bytes.is_none_or(|b| b > MAX_MEMORY_BYTES) {
+            out_of_range("memory-mib", format!("1 and {}", MAX_MEMORY_BYTES / MIB));
+        }
+    }
+    if limits.output_bytes == Some(0) {
+        out_of_range("output-bytes", format!("1 and {}", usize::MAX));
+    }
+    problems
+}
+
 fn problem(line: Option<usize>, rule: &'static str, message: String) -> Problem {
     Problem {
         line,
@@ -277,17 +311,6 @@ fn check(manifest: &Manifest, text: &str, dir: &SkillDir) -> Vec<Problem> {
             )));
         }
     }
-    if let Some(mib) = manifest.limits.memory_mib
-        && (mib == 0 || mib as usize * MIB > MAX_MEMORY_BYTES)
-    {
-        problems.push(problem(
-            line_of("memory-mib"),
-            "manifest-limit",
-            format!(
-                "memory-mib must be between 1 and {}",
-                MAX_MEMORY_BYTES / MIB
-            ),
-        ));
-    }
+    problems.extend(limit_problems(&manifest.limits, &line_of));
     problems
 }

@@ -10,6 +10,7 @@ use super::frontmatter::{self, Problem};
 use super::manifest::{self, MANIFEST_FILE, Manifest};
 use super::meta::{self, SkillMeta};
 use super::source::{Source, SourceKind};
+use crate::sandbox::PinnedDir;
 
 pub const SKILL_FILE: &str = "SKILL.md";
 /// Reference files listed per skill.
@@ -22,7 +23,12 @@ pub struct Skill {
     /// The Markdown instructions (tier 2).
     pub body: String,
     pub body_line: usize,
+    /// Where the folder was when the catalog was built (for messages and
+    /// the moved-folder check; reads go through `files`).
     pub dir: PathBuf,
+    /// The folder, opened once when the catalog was built. Every read and
+    /// every call's `/skill` mount use this handle, never the path.
+    pub files: SkillDir,
     pub source: SourceKind,
     pub trusted: bool,
     /// `sha256:…` of SKILL.md.
@@ -54,6 +60,17 @@ impl Skill {
             .unwrap_or_default()
     }
 
+    /// The folder as the sandbox mounts it at `/skill`.
+    pub fn mount(&self) -> PinnedDir {
+        self.files.pinned(&self.dir)
+    }
+
+    /// Whether the skill's path still leads to the folder that was loaded.
+    /// A folder renamed or swapped for a symlink since then does not.
+    pub fn is_in_place(&self) -> bool {
+        self.mount().still_at(&self.dir)
+    }
+
     pub fn component_digest(&self, rel: &str) -> Option<&str> {
         self.components
             .iter()
@@ -76,6 +93,10 @@ pub fn load(dir: &Path, source: &Source) -> (Option<Skill>, Vec<Diagnostic>) {
         d.at_line(p.line)
     };
 
+    if let Some(problem) = leaves_source(dir, &source.root) {
+        diagnostics.push(Diagnostic::error(dir, "skill-path", problem));
+        return (None, diagnostics);
+    }
     let handle = match SkillDir::open(dir) {
         Ok(h) => h,
         Err(e) => {
@@ -167,6 +188,7 @@ pub fn load(dir: &Path, source: &Source) -> (Option<Skill>, Vec<Diagnostic>) {
         body: fm.body,
         body_line: fm.body_line,
         dir: dir.to_path_buf(),
+        files: handle.clone(),
         source: source.kind,
         trusted: source.trusted,
         digest: digest(&bytes),
@@ -175,6 +197,25 @@ pub fn load(dir: &Path, source: &Source) -> (Option<Skill>, Vec<Diagnostic>) {
         references: handle.list_files("references", MAX_REFERENCES),
     };
     (Some(skill), diagnostics)
+}
+
+/// Why `dir` is not a real folder inside `root`, if it is not: a symlink
+/// on its path may lead out of the source, and the folder must then not be
+/// pinned at all.
+fn leaves_source(dir: &Path, root: &Path) -> Option<String> {
+    let (Ok(dir_real), Ok(root_real)) = (std::fs::canonicalize(dir), std::fs::canonicalize(root))
+    else {
+        return Some("the skill folder cannot be resolved".into());
+    };
+    if !dir_real.starts_with(&root_real) {
+        return Some(
+            "the skill folder's path leads outside its skills folder (through a symlink); it is not loaded".into(),
+        );
+    }
+    if !dir_real.is_dir() {
+        return Some("the skill folder is not a folder".into());
+    }
+    None
 }
 
 pub fn digest(bytes: &[u8]) -> String {

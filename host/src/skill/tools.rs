@@ -7,7 +7,6 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::diagnostic::Diagnostic;
-use super::files::SkillDir;
 use super::manifest::{Effect, MANIFEST_FILE, ToolComponent};
 use super::model::Skill;
 use crate::sandbox::{LoadedComponent, MAX_COMPONENT_BYTES, Sandbox};
@@ -50,15 +49,8 @@ pub fn resolve(skill: &Skill, sandbox: &Sandbox) -> (Vec<SkillTool>, Vec<Diagnos
     let Some(manifest) = &skill.manifest else {
         return (tools, diags);
     };
-    let dir = match SkillDir::open(&skill.dir) {
-        Ok(d) => d,
-        Err(e) => {
-            diags.push(Diagnostic::error(&skill.dir, "skill-read", e.to_string()));
-            return (tools, diags);
-        }
-    };
     for entry in &manifest.tools {
-        match load(&dir, &entry.component, sandbox) {
+        match load(skill, &entry.component, sandbox) {
             Ok(component) => tools_of(
                 skill,
                 entry,
@@ -73,7 +65,7 @@ pub fn resolve(skill: &Skill, sandbox: &Sandbox) -> (Vec<SkillTool>, Vec<Diagnos
         }
     }
     for script in &manifest.scripts {
-        match load(&dir, &script.component, sandbox) {
+        match load(skill, &script.component, sandbox) {
             Ok(component) if !component.exports.is_command => diags.push(Diagnostic::error(
                 &manifest_path,
                 "script-not-command",
@@ -92,12 +84,22 @@ pub fn resolve(skill: &Skill, sandbox: &Sandbox) -> (Vec<SkillTool>, Vec<Diagnos
     (tools, diags)
 }
 
-/// Loads a component from inside the skill folder (through the folder
-/// handle, so a swapped symlink cannot redirect it).
-pub fn load(dir: &SkillDir, rel: &str, sandbox: &Sandbox) -> Result<Arc<LoadedComponent>, String> {
-    let bytes = dir
+/// Loads a component from inside the skill folder, through the folder
+/// handle pinned when the catalog was built, and only if its bytes are
+/// still the ones the catalog recorded: code changed under a loaded skill
+/// does not run with that skill's grants until a reload checks it again.
+pub fn load(skill: &Skill, rel: &str, sandbox: &Sandbox) -> Result<Arc<LoadedComponent>, String> {
+    let bytes = skill
+        .files
         .read_bounded(rel, MAX_COMPONENT_BYTES)
         .map_err(|e| format!("component `{rel}`: {e}"))?;
+    if skill.component_digest(rel) != Some(super::model::digest(&bytes).as_str()) {
+        return Err(format!(
+            "component `{rel}` changed since skill `{}` was loaded; it does not run until the \
+             skill is reloaded and checked again",
+            skill.name()
+        ));
+    }
     sandbox
         .load_bytes(&bytes)
         .map_err(|e| format!("component `{rel}`: {e}"))
@@ -188,7 +190,9 @@ fn tools_of(
             description: spec
                 .map(|s| s.description.trim().to_string())
                 .unwrap_or_default(),
-            effect: spec.map(|s| s.effect).unwrap_or_default(),
+            // A function the manifest does not describe may do anything its
+            // grants allow: treat it as writing, never as read-only.
+            effect: spec.map_or(Effect::Write, |s| s.effect),
             input_schema,
             output_schema: function.result.as_ref().map(output_schema),
             component: component.clone(),

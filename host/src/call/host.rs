@@ -1,45 +1,29 @@
-//! The state every MCP session shares: the catalog (swapped on reload),
-//! the sandbox, resolved tools, the call limit and the audit log.
+//! The state every caller shares: the catalog (swapped on reload), the
+//! sandbox, resolved tools, the call limit and the audit log.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use rmcp::service::{Peer, RoleServer};
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use super::audit::{AuditLog, Record, now_rfc3339};
-use crate::sandbox::{Sandbox, SandboxError};
-use crate::skill::policy::{LimitOverrides, UserPolicy};
+use crate::sandbox::{DiskCache, Sandbox, SandboxError};
+use crate::skill::policy::{self, HostState, LimitOverrides, UserPolicy};
 use crate::skill::tools::{self, SkillTool};
 use crate::skill::{Catalog, Skill, SourceOptions};
 
-/// Whether skill tools are listed up front or after `load_skill`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum ToolsMode {
-    /// List a skill's tools once `load_skill` activates it, then send
-    /// `notifications/tools/list_changed`.
-    #[default]
-    Lazy,
-    /// List every skill's tools from the start, for clients without
-    /// `listChanged`.
-    All,
-}
-
-/// How `serve` was configured.
+/// How the host was configured: where skills come from and what the user
+/// allows.
 #[derive(Debug, Clone)]
-pub struct ServeOptions {
+pub struct HostOptions {
     pub sources: SourceOptions,
     pub policy: UserPolicy,
     pub overrides: LimitOverrides,
-    pub tools_mode: ToolsMode,
     /// Calls that may run at once; the rest wait.
     pub max_concurrency: usize,
-    /// Bytes of a tool result put into the model's context.
-    pub output_budget: usize,
-    /// How often skill folders are checked for changes; `None` disables reload.
-    pub reload_interval: Option<Duration>,
 }
 
 /// A skill's resolved tools, valid while its digests are unchanged.
@@ -48,17 +32,18 @@ struct ResolvedTools {
     digest: String,
     components: Vec<(String, String)>,
     tools: Arc<Vec<SkillTool>>,
+    /// Why some of the skill's code could not be served (a component
+    /// that changed, does not compile, …), for the error a caller sees.
+    problems: Vec<String>,
 }
 
 pub struct Host {
     catalog: RwLock<Arc<Catalog>>,
     pub sandbox: Arc<Sandbox>,
-    pub options: ServeOptions,
+    pub options: HostOptions,
     resolved: Mutex<HashMap<String, ResolvedTools>>,
     calls: Semaphore,
     audit: Option<AuditLog>,
-    /// Connected clients, told when the catalog changes.
-    peers: Mutex<Vec<Peer<RoleServer>>>,
 }
 
 /// Context of one call, for the audit record.
@@ -73,17 +58,65 @@ pub struct CallRecord<'a> {
 }
 
 impl Host {
-    pub fn new(options: ServeOptions, sandbox: Arc<Sandbox>, audit: Option<AuditLog>) -> Self {
+    /// Builds the catalog and checks the user's policy against it: a bare
+    /// `--allow-env` several skills request, and a write grant over the
+    /// host's own state, are refused here, before anything runs.
+    pub fn new(
+        options: HostOptions,
+        sandbox: Arc<Sandbox>,
+        audit: Option<AuditLog>,
+    ) -> Result<Self, String> {
         let catalog = Catalog::build(&options.sources);
-        Host {
+        policy::check_env_grants(&catalog, &options.policy)?;
+        let host = Host {
             catalog: RwLock::new(Arc::new(catalog)),
             sandbox,
             calls: Semaphore::new(options.max_concurrency.max(1)),
             options,
             resolved: Mutex::new(HashMap::new()),
             audit,
-            peers: Mutex::new(Vec::new()),
+        };
+        policy::check_write_grant(&host.options.policy, &host.protected_state())?;
+        Ok(host)
+    }
+
+    /// Everything a write grant must not cover.
+    pub fn protected_state(&self) -> Vec<HostState> {
+        let mut out: Vec<HostState> = self
+            .options
+            .sources
+            .sources()
+            .into_iter()
+            .map(|s| HostState {
+                what: format!("the {} skills folder", s.kind.as_str()),
+                path: s.root,
+            })
+            .collect();
+        for skill in self.catalog().skills() {
+            out.push(HostState {
+                what: format!("the folder of skill `{}`", skill.name()),
+                path: skill.dir.clone(),
+            });
         }
+        if let Some(cache) = DiskCache::default_location() {
+            out.push(HostState {
+                what: "the compiled-code cache".into(),
+                path: cache.dir().to_path_buf(),
+            });
+        }
+        if let Some(audit) = &self.audit {
+            out.push(HostState {
+                what: "the audit log".into(),
+                path: audit.path().to_path_buf(),
+            });
+        }
+        if let Some(state) = state_dir() {
+            out.push(HostState {
+                what: "the state folder".into(),
+                path: state,
+            });
+        }
+        out
     }
 
     pub fn catalog(&self) -> Arc<Catalog> {
@@ -93,35 +126,21 @@ impl Host {
             .clone()
     }
 
-    /// Replaces the catalog; returns the new one.
+    /// Rebuilds the catalog from the sources and swaps it in; returns the
+    /// new one. Reads every skill folder: call it off the async runtime.
     pub fn reload(&self) -> Arc<Catalog> {
         let fresh = Arc::new(Catalog::build(&self.options.sources));
         *self.catalog.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
         fresh
     }
 
-    pub fn register_peer(&self, peer: Peer<RoleServer>) {
-        self.peers
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(peer);
-    }
-
-    /// Tells every connected client that tools, resources and prompts may
-    /// have changed, forgetting clients that are gone.
-    pub async fn broadcast_list_changed(&self) {
-        let peers: Vec<Peer<RoleServer>> =
-            self.peers.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let mut alive = Vec::with_capacity(peers.len());
-        for peer in peers {
-            let ok = peer.notify_tool_list_changed().await.is_ok()
-                && peer.notify_resource_list_changed().await.is_ok()
-                && peer.notify_prompt_list_changed().await.is_ok();
-            if ok {
-                alive.push(peer);
-            }
+    /// [`Host::reload`] on a blocking thread.
+    pub async fn reload_blocking(self: &Arc<Self>) -> Arc<Catalog> {
+        let host = self.clone();
+        match tokio::task::spawn_blocking(move || host.reload()).await {
+            Ok(catalog) => catalog,
+            Err(_) => self.catalog(),
         }
-        *self.peers.lock().unwrap_or_else(|e| e.into_inner()) = alive;
     }
 
     pub fn audit_path(&self) -> Option<&std::path::Path> {
@@ -129,7 +148,8 @@ impl Host {
     }
 
     /// A skill's tools, compiling its components on first use and again
-    /// only when the skill changes.
+    /// only when the skill changes. Compiling blocks: async callers use
+    /// [`Host::tools_of_blocking`].
     pub fn tools_of(&self, skill: &Skill) -> Arc<Vec<SkillTool>> {
         if let Some(hit) = self.lock_resolved().get(skill.name())
             && hit.digest == skill.digest
@@ -138,8 +158,10 @@ impl Host {
             return hit.tools.clone();
         }
         let (tools, diags) = tools::resolve(skill, &self.sandbox);
+        let mut problems = Vec::new();
         for d in diags.iter().filter(|d| d.is_error()) {
             tracing::warn!("{d}");
+            problems.push(d.message.clone());
         }
         let tools = Arc::new(tools);
         self.lock_resolved().insert(
@@ -148,9 +170,33 @@ impl Host {
                 digest: skill.digest.clone(),
                 components: skill.components.clone(),
                 tools: tools.clone(),
+                problems,
             },
         );
         tools
+    }
+
+    /// Why the skill's last resolution could not serve all of its code.
+    pub fn problems_of(&self, skill: &str) -> Vec<String> {
+        self.lock_resolved()
+            .get(skill)
+            .map(|r| r.problems.clone())
+            .unwrap_or_default()
+    }
+
+    /// [`Host::tools_of`] on a blocking thread, so a slow compile of one
+    /// skill never stalls requests for the others.
+    pub async fn tools_of_blocking(self: &Arc<Self>, skill: &Arc<Skill>) -> Arc<Vec<SkillTool>> {
+        if let Some(hit) = self.lock_resolved().get(skill.name())
+            && hit.digest == skill.digest
+            && hit.components == skill.components
+        {
+            return hit.tools.clone();
+        }
+        let (host, skill) = (self.clone(), skill.clone());
+        tokio::task::spawn_blocking(move || host.tools_of(&skill))
+            .await
+            .unwrap_or_default()
     }
 
     fn lock_resolved(&self) -> std::sync::MutexGuard<'_, HashMap<String, ResolvedTools>> {
@@ -192,4 +238,10 @@ impl Host {
             idempotency_key: call.idempotency_key.clone(),
         });
     }
+}
+
+/// `$SKILLBOX_STATE_DIR`, `$XDG_STATE_HOME/skillbox`, or
+/// `~/.local/state/skillbox`.
+pub fn state_dir() -> Option<PathBuf> {
+    crate::dirs::user_dir("SKILLBOX_STATE_DIR", "XDG_STATE_HOME", ".local/state")
 }

@@ -1,0 +1,439 @@
+//! The one way to run a skill's code. MCP, the command line and the agent
+//! all come through [`Host::call`], which does, in order:
+//!
+//! ```text
+//! resolve (skill, tool or script) ─> invocation policy (who may call it now)
+//!   ─> folder still in place ─> grants (user policy, declared effect)
+//!   ─> limits (manifest clamped to ceilings, user overrides)
+//!   ─> call slot ─> sandbox (cancellable) ─> audit record ─> reply
+//! ```
+//!
+//! Every check lives here once; callers only translate their wire format
+//! into a [`Target`] and a [`Caller`], and the reply back.
+
+pub mod audit;
+mod host;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+pub use host::{CallRecord, Host, HostOptions, state_dir};
+
+use crate::sandbox::{SandboxError, ScriptOutcome, SideEffect, Usage};
+use crate::skill::policy;
+use crate::skill::tools::{self, SkillTool, split_tool_name};
+use crate::skill::{Effect, Skill};
+
+/// The audit log's tool name for script runs.
+const SCRIPT_LABEL: &str = "run_script";
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// A skill tool, `<skill>__<function>`, with JSON arguments.
+    Tool { name: String, arguments: Value },
+    /// A skill's script (command component) with argv and stdin.
+    Script {
+        skill: String,
+        script: String,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+    },
+}
+
+/// Who is calling, and what they have been allowed so far.
+#[derive(Debug, Clone, Default)]
+pub struct Caller {
+    /// The client's name and version, for the audit log.
+    pub client: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub access: Access,
+}
+
+/// The invocation policy a caller is held to.
+#[derive(Debug, Clone, Default)]
+pub enum Access {
+    /// The user at the command line: any loaded skill.
+    #[default]
+    User,
+    /// A model through a session. A `disable-model-invocation` skill's code
+    /// runs only after the user invoked that skill in the session (its
+    /// prompt, or `/skill:` in the agent); with `require_loaded`, a skill's
+    /// code runs only after `load_skill` in the session.
+    Model {
+        require_loaded: bool,
+        loaded: BTreeSet<String>,
+        user_invoked: BTreeSet<String>,
+    },
+}
+
+/// A finished call.
+#[derive(Debug, Clone)]
+pub struct CallReply {
+    pub outcome: Outcome,
+    /// Grants requested but not given, limits clamped: what a model or
+    /// person should know to read the result right.
+    pub notes: Vec<String>,
+    /// The tool that ran (absent for scripts).
+    pub tool: Option<SkillTool>,
+}
+
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    Value(Value),
+    Script(ScriptOutcome),
+}
+
+/// Why a call did not produce a result. Each message says what happened,
+/// why, and what to do next.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    #[error("unknown tool `{name}`: {why}")]
+    UnknownTool { name: String, why: String },
+    #[error(
+        "no skill named `{name}`. Loaded skills: {available}. Check the name in load_skill's list."
+    )]
+    NoSuchSkill { name: String, available: String },
+    #[error("skill `{skill}` has no script `{script}`; its scripts: {available}")]
+    NoSuchScript {
+        skill: String,
+        script: String,
+        available: String,
+    },
+    #[error(
+        "skill `{skill}` is not loaded in this session, so its tools and scripts cannot run yet. \
+         Call load_skill {{\"name\": \"{skill}\"}} first and follow its steps."
+    )]
+    NotLoaded { skill: String },
+    #[error(
+        "skill `{skill}` can only be invoked by the user (disable-model-invocation), and the user \
+         has not invoked it in this session; its tools do not run. Ask the user to invoke it."
+    )]
+    UserOnly { skill: String },
+    #[error(
+        "skill `{skill}`'s folder was moved or replaced since it was loaded (renamed, or swapped \
+         for a link); nothing was run. The skill is dropped until it is valid again; the catalog \
+         is being reloaded."
+    )]
+    Moved { skill: String },
+    #[error("{error}")]
+    Sandbox {
+        error: SandboxError,
+        notes: Vec<String>,
+    },
+}
+
+impl CallError {
+    /// A stable short code for audit records and machine-readable output.
+    pub fn code(&self) -> &'static str {
+        match self {
+            CallError::UnknownTool { .. }
+            | CallError::NoSuchSkill { .. }
+            | CallError::NoSuchScript { .. } => "unknown",
+            CallError::NotLoaded { .. } | CallError::UserOnly { .. } => "refused",
+            CallError::Moved { .. } => "moved",
+            CallError::Sandbox { error, .. } => error.code(),
+        }
+    }
+
+    /// Notes on grants and limits that may explain the failure.
+    pub fn notes(&self) -> &[String] {
+        match self {
+            CallError::Sandbox { notes, .. } => notes,
+            _ => &[],
+        }
+    }
+}
+
+impl From<SandboxError> for CallError {
+    fn from(error: SandboxError) -> Self {
+        CallError::Sandbox {
+            error,
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// What was resolved before anything runs.
+struct Prepared {
+    skill: Arc<Skill>,
+    tool: Option<SkillTool>,
+    component: Arc<crate::sandbox::LoadedComponent>,
+    component_path: String,
+    effect: Option<Effect>,
+    class: SideEffect,
+}
+
+impl Host {
+    /// Runs a tool or script for `caller`. Cancelling `cancel` stops the
+    /// guest at its next epoch tick; the audit log records every outcome,
+    /// refusals included.
+    pub async fn call(
+        self: &Arc<Self>,
+        caller: &Caller,
+        target: Target,
+        cancel: &CancellationToken,
+    ) -> Result<CallReply, CallError> {
+        let started = Instant::now();
+        let (label, arguments) = match &target {
+            Target::Tool { name, arguments } => (name.clone(), arguments.clone()),
+            Target::Script {
+                skill,
+                script,
+                args,
+                stdin,
+            } => (
+                SCRIPT_LABEL.to_string(),
+                json!({"skill": skill, "script": script, "args": args, "stdin_bytes": stdin.len()}),
+            ),
+        };
+        let prepared = match self.prepare(caller, &target).await {
+            Ok(p) => p,
+            Err(e) => {
+                let skill = self.catalog().get(skill_of(&target)).cloned();
+                self.record(
+                    &CallRecord {
+                        client: caller.client.clone(),
+                        tool: &label,
+                        skill: skill.as_deref(),
+                        component: None,
+                        grants: None,
+                        arguments: &arguments,
+                        idempotency_key: caller.idempotency_key.clone(),
+                    },
+                    e.code(),
+                    started,
+                    None,
+                );
+                if matches!(e, CallError::Moved { .. }) {
+                    let host = self.clone();
+                    tokio::spawn(async move { host.reload_blocking().await });
+                }
+                return Err(e);
+            }
+        };
+        let skill = &prepared.skill;
+        let resolved = policy::grants(skill, &self.options.policy, prepared.effect);
+        let (limits, clamped) = policy::limits(
+            skill,
+            prepared.class,
+            &self.options.policy,
+            &self.options.overrides,
+        );
+        let mut notes = resolved.notes;
+        notes.extend(clamped);
+        let record = CallRecord {
+            client: caller.client.clone(),
+            tool: &label,
+            skill: Some(skill),
+            component: Some((&prepared.component_path, &prepared.component.digest)),
+            grants: Some(resolved.grants.summary()),
+            arguments: &arguments,
+            idempotency_key: caller.idempotency_key.clone(),
+        };
+        let run = async {
+            let _slot = self.call_slot().await?;
+            match target {
+                Target::Tool { arguments, .. } => {
+                    let tool = prepared
+                        .tool
+                        .as_ref()
+                        .expect("a tool target resolves a tool");
+                    let out = self
+                        .sandbox
+                        .call(
+                            &prepared.component,
+                            &tool.function,
+                            &arguments,
+                            &resolved.grants,
+                            &limits,
+                        )
+                        .await?;
+                    Ok((Outcome::Value(out.value), out.usage))
+                }
+                Target::Script {
+                    script,
+                    args,
+                    stdin,
+                    ..
+                } => {
+                    let mut argv = vec![script];
+                    argv.extend(args);
+                    let out = self
+                        .sandbox
+                        .run_script(&prepared.component, argv, stdin, &resolved.grants, &limits)
+                        .await?;
+                    let usage = out.usage;
+                    Ok((Outcome::Script(out), usage))
+                }
+            }
+        };
+        let result: Result<(Outcome, Usage), SandboxError> = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Err(SandboxError::Cancelled),
+            result = run => result,
+        };
+        match &result {
+            Ok((_, usage)) => self.record(&record, "ok", started, Some(usage.fuel)),
+            Err(e) => self.record(&record, e.code(), started, None),
+        }
+        match result {
+            Ok((outcome, _)) => Ok(CallReply {
+                outcome,
+                notes,
+                tool: prepared.tool,
+            }),
+            Err(error) => Err(CallError::Sandbox { error, notes }),
+        }
+    }
+
+    /// Resolve, invocation policy, folder check and component load.
+    async fn prepare(
+        self: &Arc<Self>,
+        caller: &Caller,
+        target: &Target,
+    ) -> Result<Prepared, CallError> {
+        let catalog = self.catalog();
+        let skill_name = skill_of(target);
+        let skill = match catalog.get(skill_name) {
+            Some(skill) => skill.clone(),
+            None => {
+                let available = catalog
+                    .model_visible()
+                    .map(|s| s.name().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(match target {
+                    Target::Tool { name, .. } => CallError::UnknownTool {
+                        name: name.clone(),
+                        why: format!(
+                            "there is no skill `{skill_name}` (loaded skills: {available}). \
+                             Skill tools are named <skill>__<function>."
+                        ),
+                    },
+                    Target::Script { .. } => CallError::NoSuchSkill {
+                        name: skill_name.to_string(),
+                        available,
+                    },
+                });
+            }
+        };
+        allowed(caller, &skill)?;
+        if !skill.is_in_place() {
+            tracing::warn!(
+                "skill `{}`: its folder was moved or replaced since it was loaded; refusing calls until it is reloaded",
+                skill.name()
+            );
+            return Err(CallError::Moved {
+                skill: skill.name().to_string(),
+            });
+        }
+        match target {
+            Target::Tool { name, .. } => {
+                let skill_tools = self.tools_of_blocking(&skill).await;
+                let Some(tool) = skill_tools.iter().find(|t| &t.name == name).cloned() else {
+                    let names: Vec<&str> = skill_tools.iter().map(|t| t.name.as_str()).collect();
+                    let problems = self.problems_of(skill.name());
+                    let why = if problems.is_empty() {
+                        format!(
+                            "skill `{}` has no such tool; its tools: {}.",
+                            skill.name(),
+                            if names.is_empty() {
+                                "none".to_string()
+                            } else {
+                                names.join(", ")
+                            }
+                        )
+                    } else {
+                        format!(
+                            "skill `{}` cannot serve all of its tools now: {}.",
+                            skill.name(),
+                            problems.join("; ")
+                        )
+                    };
+                    return Err(CallError::UnknownTool {
+                        name: name.clone(),
+                        why,
+                    });
+                };
+                Ok(Prepared {
+                    component: tool.component.clone(),
+                    component_path: tool.component_path.clone(),
+                    effect: Some(tool.effect),
+                    class: tool.effect.into(),
+                    tool: Some(tool),
+                    skill,
+                })
+            }
+            Target::Script { script, .. } => {
+                let Some(spec) = skill
+                    .manifest
+                    .as_ref()
+                    .and_then(|m| m.script(script))
+                    .cloned()
+                else {
+                    let names = skill.script_names();
+                    return Err(CallError::NoSuchScript {
+                        skill: skill.name().to_string(),
+                        script: script.clone(),
+                        available: if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        },
+                    });
+                };
+                let (sandbox, loader_skill, rel) =
+                    (self.sandbox.clone(), skill.clone(), spec.component.clone());
+                let component =
+                    tokio::task::spawn_blocking(move || tools::load(&loader_skill, &rel, &sandbox))
+                        .await
+                        .map_err(|_| SandboxError::Host("the loader stopped".into()))?
+                        .map_err(|e| SandboxError::Load(e.to_string()))?;
+                Ok(Prepared {
+                    skill,
+                    tool: None,
+                    component,
+                    component_path: spec.component,
+                    effect: None,
+                    class: SideEffect::Script,
+                })
+            }
+        }
+    }
+}
+
+fn skill_of(target: &Target) -> &str {
+    match target {
+        Target::Tool { name, .. } => split_tool_name(name).map_or("", |(skill, _)| skill),
+        Target::Script { skill, .. } => skill,
+    }
+}
+
+/// The invocation policy, checked at call time.
+fn allowed(caller: &Caller, skill: &Skill) -> Result<(), CallError> {
+    let Access::Model {
+        require_loaded,
+        loaded,
+        user_invoked,
+    } = &caller.access
+    else {
+        return Ok(());
+    };
+    let name = skill.name();
+    if !skill.model_invocable() && !user_invoked.contains(name) {
+        return Err(CallError::UserOnly {
+            skill: name.to_string(),
+        });
+    }
+    if *require_loaded && !loaded.contains(name) && !user_invoked.contains(name) {
+        return Err(CallError::NotLoaded {
+            skill: name.to_string(),
+        });
+    }
+    Ok(())
+}

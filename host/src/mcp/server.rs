@@ -1,0 +1,73 @@
+//! What every MCP session of one server shares: the host, the serving
+//! options and the connected clients.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::service::{Peer, RoleServer};
+
+use crate::call::Host;
+
+/// Whether skill tools are listed up front or after `load_skill`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ToolsMode {
+    /// List a skill's tools once `load_skill` activates it, then send
+    /// `notifications/tools/list_changed`. A skill's tools run only after
+    /// `load_skill` in that session.
+    #[default]
+    Lazy,
+    /// List every skill's tools from the start, for clients without
+    /// `listChanged`.
+    All,
+}
+
+/// How `serve` was configured, beyond the host.
+#[derive(Debug, Clone)]
+pub struct ServeOptions {
+    pub tools_mode: ToolsMode,
+    /// Bytes of a tool result put into the model's context.
+    pub output_budget: usize,
+    /// How often skill folders are checked for changes; `None` disables reload.
+    pub reload_interval: Option<Duration>,
+}
+
+pub struct Server {
+    pub host: Arc<Host>,
+    pub options: ServeOptions,
+    /// Connected clients, told when the catalog changes.
+    peers: Mutex<Vec<Peer<RoleServer>>>,
+}
+
+impl Server {
+    pub fn new(host: Arc<Host>, options: ServeOptions) -> Self {
+        Server {
+            host,
+            options,
+            peers: Mutex::new(Vec::new()),
+        }
+    }
+
+    pub fn register_peer(&self, peer: Peer<RoleServer>) {
+        self.peers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(peer);
+    }
+
+    /// Tells every connected client that tools, resources and prompts may
+    /// have changed, forgetting clients that are gone.
+    pub async fn broadcast_list_changed(&self) {
+        let peers: Vec<Peer<RoleServer>> =
+            self.peers.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let mut alive = Vec::with_capacity(peers.len());
+        for peer in peers {
+            let ok = peer.notify_tool_list_changed().await.is_ok()
+                && peer.notify_resource_list_changed().await.is_ok()
+                && peer.notify_prompt_list_changed().await.is_ok();
+            if ok {
+                alive.push(peer);
+            }
+        }
+        *self.peers.lock().unwrap_or_else(|e| e.into_inner()) = alive;
+    }
+}
