@@ -851,3 +851,76 @@ async fn resource_sizes_never_follow_a_link_out_of_the_skill() {
     assert_eq!(leak.is_error, Some(true));
     client.cancel().await.unwrap();
 }
+
+// The one call path: the command line's script runs and tool calls are
+// audited like any other call.
+#[test]
+fn command_line_calls_go_through_the_audited_call_path() {
+    let state = tempfile::tempdir().unwrap();
+    let project = skillbox_e2e::repo().join("examples/release-project");
+    let r: Run = skillbox()
+        .env("SKILLBOX_STATE_DIR", state.path())
+        .args([
+            "run-script",
+            "--script",
+            "release-check/release-check",
+            "--workspace",
+        ])
+        .arg(&project)
+        .args(["--", "src/main.rs"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(
+        r.code, 1,
+        "release-check reports the example as blocked: {r:?}"
+    );
+    assert!(!r.stdout.is_empty(), "{r:?}");
+    let r: Run = skillbox()
+        .env("SKILLBOX_STATE_DIR", state.path())
+        .args([
+            "call",
+            "log-inspect__count-lines",
+            "--args",
+            r#"{"path": "logs/app.log"}"#,
+        ])
+        .args(["--workspace", &skillbox_e2e::examples()])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    let audit = std::fs::read_to_string(state.path().join("audit.jsonl")).unwrap();
+    let records: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 2, "{audit}");
+    assert_eq!(records[0]["tool"], "run_script");
+    assert_eq!(records[0]["skill"], "release-check");
+    assert_eq!(records[1]["tool"], "log-inspect__count-lines");
+    assert_eq!(records[1]["outcome"], "ok");
+    let mode = std::fs::metadata(state.path().join("audit.jsonl"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "the audit log is private");
+}
+
+// Row 4, as a model sees it: load_skill says which requests were clamped.
+#[tokio::test]
+async fn load_skill_reports_clamped_limits() {
+    let skills = tempfile::tempdir().unwrap();
+    testbed_skill(
+        skills.path(),
+        "greedy",
+        "",
+        LIST_DIR,
+        "limits:\n  timeout-ms: 3600000\n",
+    );
+    let (client, _) = connect_stdio(&["--no-audit", "--skills", arg(skills.path())]).await;
+    let loaded = call(&client, "load_skill", json!({"name": "greedy"})).await;
+    let body = text(&loaded);
+    assert!(body.contains("## Host notes"), "{body}");
+    assert!(body.contains("clamped to the ceiling 60000 ms"), "{body}");
+    client.cancel().await.unwrap();
+}
