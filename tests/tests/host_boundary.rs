@@ -504,7 +504,7 @@ async fn scratch_and_workspace_quotas_stop_the_guest_while_it_writes() {
         .await
         .unwrap_err();
     assert!(matches!(err, SandboxError::Quota { .. }), "{err}");
-    assert!(err.to_string().contains("entries"), "{err}");
+    assert!(err.to_string().contains("more than 500 files"), "{err}");
 
     // Under the quotas the same functions succeed, and the sandbox serves on.
     let ok = sandbox

@@ -53,7 +53,8 @@ pub struct CallRecord<'a> {
     pub skill: Option<&'a Skill>,
     pub component: Option<(&'a str, &'a str)>,
     pub grants: Option<String>,
-    pub arguments: &'a Value,
+    /// Size of the call's arguments as JSON text.
+    pub argument_bytes: usize,
     pub idempotency_key: Option<String>,
 }
 
@@ -229,15 +230,18 @@ impl Host {
             component: call.component.map(|(path, _)| path.to_string()),
             component_digest: call.component.map(|(_, digest)| digest.to_string()),
             grants: call.grants.clone(),
-            argument_bytes: serde_json::to_vec(call.arguments)
-                .map(|v| v.len())
-                .unwrap_or(0),
+            argument_bytes: call.argument_bytes,
             outcome: outcome.to_string(),
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
             fuel,
             idempotency_key: call.idempotency_key.clone(),
         });
     }
+}
+
+/// Size of `value` as JSON text, for audit records.
+pub fn json_size(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(0, |v| v.len())
 }
 
 /// `$SKILLBOX_STATE_DIR`, `$XDG_STATE_HOME/skillbox`, or

@@ -21,7 +21,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-pub use host::{CallRecord, Host, HostOptions, state_dir};
+pub use host::{CallRecord, Host, HostOptions, json_size, state_dir};
 
 use crate::sandbox::{SandboxError, ScriptOutcome, SideEffect, Usage};
 use crate::skill::policy;
@@ -179,8 +179,8 @@ impl Host {
         cancel: &CancellationToken,
     ) -> Result<CallReply, CallError> {
         let started = Instant::now();
-        let (label, arguments) = match &target {
-            Target::Tool { name, arguments } => (name.clone(), arguments.clone()),
+        let (label, argument_bytes) = match &target {
+            Target::Tool { name, arguments } => (name.clone(), json_size(arguments)),
             Target::Script {
                 skill,
                 script,
@@ -188,7 +188,7 @@ impl Host {
                 stdin,
             } => (
                 SCRIPT_LABEL.to_string(),
-                json!({"skill": skill, "script": script, "args": args, "stdin_bytes": stdin.len()}),
+                json_size(&json!({"skill": skill, "script": script, "args": args})) + stdin.len(),
             ),
         };
         let prepared = match self.prepare(caller, &target).await {
@@ -202,7 +202,7 @@ impl Host {
                         skill: skill.as_deref(),
                         component: None,
                         grants: None,
-                        arguments: &arguments,
+                        argument_bytes,
                         idempotency_key: caller.idempotency_key.clone(),
                     },
                     e.code(),
@@ -232,7 +232,7 @@ impl Host {
             skill: Some(skill),
             component: Some((&prepared.component_path, &prepared.component.digest)),
             grants: Some(resolved.grants.summary()),
-            arguments: &arguments,
+            argument_bytes,
             idempotency_key: caller.idempotency_key.clone(),
         };
         let run = async {

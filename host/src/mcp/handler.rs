@@ -219,7 +219,7 @@ impl ServerHandler for Session {
         let result = match name {
             LOAD_SKILL => {
                 let started = Instant::now();
-                let arguments = Value::Object(args.clone());
+                let argument_bytes = crate::call::json_size(&Value::Object(args.clone()));
                 let outcome =
                     host_tools::load_skill(&self.server, &args, &snapshot(&self.user_invoked))
                         .await;
@@ -229,7 +229,7 @@ impl ServerHandler for Session {
                     skill: outcome.as_ref().ok().map(|(s, _)| s.as_ref()),
                     component: None,
                     grants: None,
-                    arguments: &arguments,
+                    argument_bytes,
                     idempotency_key: None,
                 };
                 host.record(

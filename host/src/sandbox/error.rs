@@ -47,17 +47,7 @@ pub enum SandboxError {
     )]
     OutputLimit { stream: &'static str, limit: usize },
 
-    #[error(
-        "{} quota: the tool tried to go past {limit} {what} created or written on {} in one call \
-         and was stopped. {} Write less (smaller files, fewer of them, clean up as you go); if \
-         the work is legitimate, the user can raise the quota (--{}-{}).",
-        if mount.guest_path() == "/tmp" { "scratch" } else { "workspace" },
-        mount.guest_path(),
-        if *what == QuotaKind::Bytes { "Counted are the bytes written, not the size left on disk." }
-        else { "Counted are the files, folders and links created." },
-        if mount.guest_path() == "/tmp" { "scratch" } else { "workspace" },
-        if *what == QuotaKind::Bytes { "quota-mib" } else { "quota-entries" },
-    )]
+    #[error("{}", quota_message(*mount, *what, *limit))]
     Quota {
         mount: Mount,
         what: QuotaKind,
@@ -118,5 +108,29 @@ impl SandboxError {
             SandboxError::Load(_) => "load",
             SandboxError::Host(_) => "host",
         }
+    }
+}
+
+/// What a quota stopped, in words, with the flag that raises it.
+fn quota_message(mount: Mount, what: QuotaKind, limit: u64) -> String {
+    let (name, flag) = match mount {
+        Mount::Scratch => ("scratch", "scratch"),
+        Mount::Workspace => ("workspace", "workspace"),
+    };
+    let place = mount.guest_path();
+    match what {
+        QuotaKind::Bytes => format!(
+            "{name} quota: the tool wrote more than {} MiB to {place} in this call and was \
+             stopped. The quota counts bytes written; deleting files does not give them back. \
+             Write less (smaller or fewer files); if the work is legitimate, the user can raise \
+             the quota (--{flag}-quota-mib).",
+            limit / (1024 * 1024)
+        ),
+        QuotaKind::Entries => format!(
+            "{name} quota: the tool created more than {limit} files, folders and links in \
+             {place} in this call and was stopped. Create fewer (write one file instead of \
+             many); if the work is legitimate, the user can raise the quota \
+             (--{flag}-quota-entries)."
+        ),
     }
 }

@@ -94,7 +94,7 @@ pub fn read_exports(engine: &Engine, component: &Component) -> Result<ComponentE
         };
         match signature(func) {
             Err((reason, Unsupported::TooLarge)) => {
-                return Err(format!("function `{name}` {reason}"));
+                return Err(format!("function `{name}`: {reason}"));
             }
             Ok((params, result)) => {
                 let parent = interface
