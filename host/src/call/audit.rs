@@ -31,6 +31,9 @@ pub struct Record {
     pub fuel: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// Outgoing HTTP requests: host, port, method, status, bytes, outcome.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub network: Vec<crate::sandbox::NetRequest>,
 }
 
 pub struct AuditLog {

@@ -69,6 +69,7 @@ impl Host {
     ) -> Result<Self, String> {
         let catalog = Catalog::build(&options.sources);
         policy::check_env_grants(&catalog, &options.policy)?;
+        policy::check_net_grants(&catalog, &options.policy)?;
         let host = Host {
             catalog: RwLock::new(Arc::new(catalog)),
             sandbox,
@@ -219,6 +220,7 @@ impl Host {
         outcome: &str,
         started: Instant,
         fuel: Option<u64>,
+        network: &[crate::sandbox::NetRequest],
     ) {
         let Some(audit) = &self.audit else { return };
         audit.append(&Record {
@@ -235,6 +237,7 @@ impl Host {
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
             fuel,
             idempotency_key: call.idempotency_key.clone(),
+            network: network.to_vec(),
         });
     }
 }

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use host::{CallRecord, Host, HostOptions, json_size, state_dir};
 
-use crate::sandbox::{SandboxError, ScriptOutcome, SideEffect, Usage};
+use crate::sandbox::{NetRequest, SandboxError, ScriptOutcome, SideEffect, Usage};
 use crate::skill::policy;
 use crate::skill::tools::{self, SkillTool, split_tool_name};
 use crate::skill::{Effect, Skill};
@@ -208,6 +208,7 @@ impl Host {
                     e.code(),
                     started,
                     None,
+                    &[],
                 );
                 if matches!(e, CallError::Moved { .. }) {
                     let host = self.clone();
@@ -253,7 +254,12 @@ impl Host {
                             &limits,
                         )
                         .await?;
-                    Ok((Outcome::Value(out.value), out.usage))
+                    Ok((
+                        Outcome::Value(out.value),
+                        out.usage,
+                        out.network,
+                        out.refusals,
+                    ))
                 }
                 Target::Script {
                     script,
@@ -267,24 +273,28 @@ impl Host {
                         .sandbox
                         .run_script(&prepared.component, argv, stdin, &resolved.grants, &limits)
                         .await?;
-                    let usage = out.usage;
-                    Ok((Outcome::Script(out), usage))
+                    let (usage, network, refusals) =
+                        (out.usage, out.network.clone(), out.refusals.clone());
+                    Ok((Outcome::Script(out), usage, network, refusals))
                 }
             }
         };
-        let result: Result<(Outcome, Usage), SandboxError> = tokio::select! {
+        type Ran = (Outcome, Usage, Vec<NetRequest>, Vec<String>);
+        let result: Result<Ran, SandboxError> = tokio::select! {
             biased;
             _ = cancel.cancelled() => Err(SandboxError::Cancelled),
             result = run => result,
         };
         match &result {
-            Ok((_, usage)) => self.record(&record, "ok", started, Some(usage.fuel)),
-            Err(e) => self.record(&record, e.code(), started, None),
+            Ok((_, usage, network, _)) => {
+                self.record(&record, "ok", started, Some(usage.fuel), network)
+            }
+            Err(e) => self.record(&record, e.code(), started, None, &[]),
         }
         match result {
-            Ok((outcome, _)) => Ok(CallReply {
+            Ok((outcome, _, _, refusals)) => Ok(CallReply {
                 outcome,
-                notes,
+                notes: notes.into_iter().chain(refusals).collect(),
                 tool: prepared.tool,
             }),
             Err(error) => Err(CallError::Sandbox { error, notes }),

@@ -9,7 +9,7 @@ use super::CliError;
 use crate::call::HostOptions;
 use crate::sandbox::{Grants, Limits, MAX_MEMORY_BYTES, MIB, SideEffect, WorkspaceGrant};
 use crate::skill::SourceOptions;
-use crate::skill::policy::{Ceilings, EnvGrant, LimitOverrides, UserPolicy};
+use crate::skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, UserPolicy};
 
 /// Grants and limits for commands that run guest code.
 #[derive(Args, Debug)]
@@ -25,6 +25,18 @@ pub struct SandboxFlags {
     /// it (repeatable).
     #[arg(long, value_name = "SKILL:KEY")]
     pub allow_env: Vec<EnvGrant>,
+    /// Let a skill reach a host over HTTP(S) where it requests it:
+    /// SKILL:HOST[:PORT] (repeatable; without a port, 80 and 443). An
+    /// internal address (loopback, private, link-local) is reachable only
+    /// when named as an IP here. With --component, SKILL is not checked.
+    #[arg(long, value_name = "SKILL:HOST[:PORT]")]
+    pub allow_net: Vec<NetGrant>,
+    /// Outgoing HTTP requests one call may send (default: 16).
+    #[arg(long, value_name = "N")]
+    pub net_max_requests: Option<u32>,
+    /// Response bytes one call may receive over HTTP, in MiB (default: 8).
+    #[arg(long, value_name = "N")]
+    pub net_max_response_mib: Option<u64>,
     /// Wall-clock limit in milliseconds (default: 10000 read, 30000 write, 60000 script).
     #[arg(long, value_name = "N")]
     pub timeout_ms: Option<u64>,
@@ -79,6 +91,7 @@ impl SandboxFlags {
             workspace: self.workspace.clone(),
             allow_write: self.allow_write,
             allow_env: self.allow_env.clone(),
+            allow_net: self.allow_net.clone(),
             ceilings: Ceilings {
                 timeout: self
                     .ceiling_timeout_ms
@@ -114,6 +127,7 @@ impl SandboxFlags {
                 writable: policy.allow_write,
             }),
             env,
+            network: policy.allow_net.iter().map(|g| g.rule.clone()).collect(),
             ..Grants::default()
         })
     }
@@ -130,6 +144,10 @@ impl SandboxFlags {
                 .workspace_quota_mib
                 .map(|m| m.saturating_mul(MIB as u64)),
             workspace_entries: self.workspace_quota_entries,
+            net_requests: self.net_max_requests,
+            net_response_bytes: self
+                .net_max_response_mib
+                .map(|m| m.saturating_mul(MIB as u64)),
         }
     }
 

@@ -237,6 +237,7 @@ impl ServerHandler for Session {
                     if outcome.is_ok() { "ok" } else { "error" },
                     started,
                     None,
+                    &[],
                 );
                 match outcome {
                     Ok((skill, result)) => {

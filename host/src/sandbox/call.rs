@@ -9,6 +9,7 @@ use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p2::bindings::CommandPre;
 
 use super::component::{LoadedComponent, root_message};
+use super::egress::{NetLog, NetRequest};
 use super::engine::{EPOCH_TICK, SandboxEngine};
 use super::error::SandboxError;
 use super::grants::Grants;
@@ -26,6 +27,10 @@ pub struct CallOutcome {
     pub stdout: String,
     pub stderr: String,
     pub usage: Usage,
+    /// Outgoing HTTP requests, for the audit record.
+    pub network: Vec<NetRequest>,
+    /// Requests the egress policy refused although the call went on.
+    pub refusals: Vec<String>,
 }
 
 /// A finished script run. A non-zero exit is an outcome, not an error.
@@ -35,6 +40,8 @@ pub struct ScriptOutcome {
     pub stdout: String,
     pub stderr: String,
     pub usage: Usage,
+    pub network: Vec<NetRequest>,
+    pub refusals: Vec<String>,
 }
 
 /// What a call consumed, for audit records and benchmarks.
@@ -84,11 +91,15 @@ pub(crate) async fn call_function(
     };
     let raw = with_deadline(limits, run).await;
     let usage = usage(&store, limits, started);
-    let result = raw.map_err(|e| classify(e, limits, &io))?;
+    let net = store.data().net_log();
+    let result = raw.map_err(|e| network_cause(classify(e, limits, &io), &net, limits))?;
     check_streams(&io)?;
+    check_network(&net, limits)?;
 
     let value = match (&result_ty, result) {
-        (Some(ty), Some(val)) => unwrap_result(ty, &val)?,
+        (Some(ty), Some(val)) => {
+            unwrap_result(ty, &val).map_err(|e| network_cause(e, &net, limits))?
+        }
         _ => Value::Null,
     };
     let size = serde_json::to_vec(&value).map(|v| v.len()).unwrap_or(0);
@@ -103,6 +114,8 @@ pub(crate) async fn call_function(
         stdout: io.stdout.text(),
         stderr: io.stderr.text(),
         usage,
+        network: net.requests,
+        refusals: net.refusals,
     })
 }
 
@@ -134,20 +147,24 @@ pub(crate) async fn run_command(
     };
     let raw = with_deadline(limits, run).await;
     let usage = usage(&store, limits, started);
+    let net = store.data().net_log();
     let exit_code = match raw {
         Ok(Ok(())) => 0,
         Ok(Err(())) => 1,
         Err(e) => match e.downcast_ref::<I32Exit>() {
             Some(exit) => exit.0,
-            None => return Err(classify(e, limits, &io)),
+            None => return Err(network_cause(classify(e, limits, &io), &net, limits)),
         },
     };
     check_streams(&io)?;
+    check_network(&net, limits)?;
     Ok(ScriptOutcome {
         exit_code,
         stdout: io.stdout.text(),
         stderr: io.stderr.text(),
         usage,
+        network: net.requests,
+        refusals: net.refusals,
     })
 }
 
@@ -172,6 +189,34 @@ fn usage(store: &Store<CallState>, limits: &Limits, started: Instant) -> Usage {
         fuel: limits.fuel.saturating_sub(store.get_fuel().unwrap_or(0)),
         duration: started.elapsed(),
     }
+}
+
+/// A guest that failed after one of its requests was refused failed
+/// because of the refusal: say so, as the typed error it is.
+fn network_cause(error: SandboxError, net: &NetLog, limits: &Limits) -> SandboxError {
+    if net.overflowed {
+        return SandboxError::OutputLimit {
+            stream: "network responses",
+            limit: usize::try_from(limits.net_response_bytes).unwrap_or(usize::MAX),
+        };
+    }
+    match (&error, net.refusals.first()) {
+        (SandboxError::ToolError { .. } | SandboxError::Trap { .. }, Some(why)) => {
+            SandboxError::Denied { what: why.clone() }
+        }
+        _ => error,
+    }
+}
+
+/// A guest may swallow a failed read of a response; the cap still counts.
+fn check_network(net: &NetLog, limits: &Limits) -> Result<(), SandboxError> {
+    if net.overflowed {
+        return Err(SandboxError::OutputLimit {
+            stream: "network responses",
+            limit: usize::try_from(limits.net_response_bytes).unwrap_or(usize::MAX),
+        });
+    }
+    Ok(())
 }
 
 /// A guest may swallow a failed write; the cap still counts as hit.

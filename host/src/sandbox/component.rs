@@ -314,7 +314,7 @@ pub fn header_problem(bytes: &[u8]) -> Option<&'static str> {
 fn describe_link_error(e: &wasmtime::Error) -> String {
     format!(
         "it needs an import this host does not provide ({}); tools may import only WASI 0.2 \
-         interfaces (no network, no HTTP)",
+         interfaces, wasi:http included",
         root_message(e)
     )
 }

@@ -73,6 +73,9 @@ impl SandboxEngine {
         };
         let mut linker = Linker::new(&engine);
         wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        // Linked for every component, so those that import it load; each
+        // request passes the call's egress policy (egress.rs).
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
         super::quota::shadow_filesystem(&mut linker)?;
         let ticker = Ticker::start(engine.clone());
         Ok(SandboxEngine {

@@ -8,6 +8,8 @@ use std::sync::Arc;
 
 use cap_std::fs::Dir;
 
+use super::egress::NetRule;
+
 /// A folder opened once and kept open: every call that mounts it gets this
 /// very folder, whatever its path names later. Renaming the folder, or
 /// swapping a symlink in at its path, does not change what a call sees.
@@ -99,6 +101,11 @@ pub struct Grants {
     pub workspace: Option<WorkspaceGrant>,
     /// Environment variables given to the guest, by name and value.
     pub env: Vec<(String, String)>,
+    /// Hosts the guest may reach over `wasi:http`.
+    pub network: Vec<NetRule>,
+    /// The skill the call belongs to, so refusals can name the flag that
+    /// would grant what was refused.
+    pub skill_name: Option<String>,
 }
 
 /// Guest paths of the mounts, stable across hosts so tools and skills can
@@ -119,6 +126,10 @@ impl Grants {
             Some(ws) if ws.writable => parts.push(format!("{WORKSPACE_MOUNT} (read-write)")),
             Some(_) => parts.push(format!("{WORKSPACE_MOUNT} (read-only)")),
             None => {}
+        }
+        if !self.network.is_empty() {
+            let hosts: Vec<String> = self.network.iter().map(ToString::to_string).collect();
+            parts.push(format!("net {}", hosts.join(",")));
         }
         if !self.env.is_empty() {
             let keys: Vec<&str> = self.env.iter().map(|(k, _)| k.as_str()).collect();

@@ -59,6 +59,10 @@ pub struct Limits {
     pub workspace_bytes: u64,
     /// Files, folders and links the call may create in a writable workspace.
     pub workspace_entries: u64,
+    /// Outgoing HTTP requests the call may send.
+    pub net_requests: u32,
+    /// Response body bytes the call may receive over all its requests.
+    pub net_response_bytes: u64,
 }
 
 pub const MIB: usize = 1024 * 1024;
@@ -69,6 +73,8 @@ pub const DEFAULT_SCRATCH_BYTES: u64 = 64 * MIB as u64;
 pub const DEFAULT_SCRATCH_ENTRIES: u64 = 10_000;
 pub const DEFAULT_WORKSPACE_BYTES: u64 = 256 * MIB as u64;
 pub const DEFAULT_WORKSPACE_ENTRIES: u64 = 10_000;
+pub const DEFAULT_NET_REQUESTS: u32 = 16;
+pub const DEFAULT_NET_RESPONSE_BYTES: u64 = 8 * MIB as u64;
 
 impl Limits {
     /// The defaults for a call of the given class.
@@ -84,6 +90,8 @@ impl Limits {
             scratch_entries: DEFAULT_SCRATCH_ENTRIES,
             workspace_bytes: DEFAULT_WORKSPACE_BYTES,
             workspace_entries: DEFAULT_WORKSPACE_ENTRIES,
+            net_requests: DEFAULT_NET_REQUESTS,
+            net_response_bytes: DEFAULT_NET_RESPONSE_BYTES,
         }
     }
 }

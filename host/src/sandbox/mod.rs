@@ -8,6 +8,7 @@
 
 mod call;
 mod component;
+mod egress;
 mod engine;
 mod error;
 mod grants;
@@ -26,13 +27,14 @@ use tokio::sync::Semaphore;
 
 pub use call::{CallOutcome, ScriptOutcome, Usage};
 pub use component::{CompileOrigin, DiskCache, LoadedComponent, header_problem};
+pub use egress::{NetLimits, NetLog, NetRequest, NetRule, is_internal};
 pub use engine::{EPOCH_TICK, EngineOptions, MAX_MEMORY_BYTES, POOL_INSTANCES};
 pub use error::SandboxError;
 pub use grants::{Grants, PinnedDir, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT, WorkspaceGrant};
 pub use limits::{
-    DEFAULT_FUEL, DEFAULT_MEMORY_BYTES, DEFAULT_OUTPUT_BYTES, DEFAULT_SCRATCH_BYTES,
-    DEFAULT_SCRATCH_ENTRIES, DEFAULT_WORKSPACE_BYTES, DEFAULT_WORKSPACE_ENTRIES, Limits, MIB,
-    SideEffect,
+    DEFAULT_FUEL, DEFAULT_MEMORY_BYTES, DEFAULT_NET_REQUESTS, DEFAULT_NET_RESPONSE_BYTES,
+    DEFAULT_OUTPUT_BYTES, DEFAULT_SCRATCH_BYTES, DEFAULT_SCRATCH_ENTRIES, DEFAULT_WORKSPACE_BYTES,
+    DEFAULT_WORKSPACE_ENTRIES, Limits, MIB, SideEffect,
 };
 pub use output::{CappedPipe, OutputOverflow};
 pub use quota::{Mount, QuotaExceeded, QuotaKind};

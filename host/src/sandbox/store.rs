@@ -12,6 +12,9 @@ use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
+use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
+
+use super::egress::{Egress, NetLimits, NetLog};
 use super::error::SandboxError;
 use super::grants::{Grants, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT};
 use super::limits::Limits;
@@ -108,11 +111,30 @@ impl ResourceLimiter for CallLimiter {
 /// The data a call's store holds.
 pub struct CallState {
     wasi: WasiCtx,
+    http: WasiHttpCtx,
+    pub(crate) egress: Egress,
     pub(crate) table: ResourceTable,
     pub(crate) quota: FsQuota,
     limiter: CallLimiter,
     deadline: Instant,
     _scratch: TempDir,
+}
+
+impl CallState {
+    /// What the call did on the network so far.
+    pub fn net_log(&self) -> NetLog {
+        self.egress.log()
+    }
+}
+
+impl WasiHttpView for CallState {
+    fn http(&mut self) -> WasiHttpCtxView<'_> {
+        WasiHttpCtxView {
+            ctx: &mut self.http,
+            table: &mut self.table,
+            hooks: &mut self.egress,
+        }
+    }
 }
 
 impl WasiView for CallState {
@@ -194,8 +216,20 @@ pub fn new_store(
         preopen(&mut wasi, &ws.host_dir, WORKSPACE_MOUNT, perms)?;
     }
 
+    let deadline = Instant::now() + limits.timeout;
+    let egress = Egress::new(
+        grants.network.clone(),
+        NetLimits {
+            requests: limits.net_requests,
+            response_bytes: limits.net_response_bytes,
+        },
+        deadline,
+        grants.skill_name.as_deref(),
+    );
     let state = CallState {
         wasi: wasi.build(),
+        http: WasiHttpCtx::new(),
+        egress,
         table: ResourceTable::new(),
         quota: FsQuota::new(
             QuotaLimits {
@@ -208,7 +242,7 @@ pub fn new_store(
             },
         ),
         limiter: CallLimiter::new(limits),
-        deadline: Instant::now() + limits.timeout,
+        deadline,
         _scratch: scratch,
     };
     let mut store = Store::new(engine, state);

@@ -11,9 +11,13 @@ use serde::Deserialize;
 
 use super::files::{MAX_SKILL_FILE_BYTES, ReadError, SkillDir, checked_relative};
 use super::frontmatter::Problem;
-use crate::sandbox::{MAX_MEMORY_BYTES, MIB, SideEffect, header_problem};
+use crate::sandbox::{MAX_MEMORY_BYTES, MIB, NetRule, SideEffect, header_problem};
 
 pub const MANIFEST_FILE: &str = "skillbox.yaml";
+
+/// A `grants.network` entry asking for whichever hosts the user grants the
+/// skill by name.
+pub const ANY_HOST: &str = "*";
 
 #[derive(Debug, Clone, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -100,7 +104,8 @@ impl Script {
 pub struct RequestedGrants {
     #[serde(default)]
     pub workspace: WorkspaceAccess,
-    /// `host:port` entries.
+    /// `host[:port]` entries (without a port: 80 and 443), or `*` for any
+    /// host the user grants this skill by name (a generic fetcher).
     #[serde(default)]
     pub network: Vec<String>,
     /// Environment variable names.
@@ -288,14 +293,13 @@ fn check(manifest: &Manifest, text: &str, dir: &SkillDir) -> Vec<Problem> {
         }
     }
     for entry in &manifest.grants.network {
-        let valid = entry.rsplit_once(':').is_some_and(|(host, port)| {
-            !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p > 0)
-        });
-        if !valid {
+        if entry != ANY_HOST && entry.parse::<NetRule>().is_err() {
             problems.push(problem(
                 line_of(entry),
                 "manifest-grant",
-                format!("network grant `{entry}` must be `host:port`, like `api.example.com:443`"),
+                format!(
+                    "network grant `{entry}` must be `host[:port]` (like `api.example.com:443`) or `*`"
+                ),
             ));
         }
     }

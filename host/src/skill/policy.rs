@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::catalog::Catalog;
-use super::manifest::{Effect, ManifestLimits, WorkspaceAccess};
+use super::manifest::{ANY_HOST, Effect, ManifestLimits, WorkspaceAccess};
 use super::model::Skill;
-use crate::sandbox::{Grants, Limits, MIB, SideEffect, WorkspaceGrant};
+use crate::sandbox::{Grants, Limits, MIB, NetRule, SideEffect, WorkspaceGrant};
 
 /// One `--allow-env` grant: a key for one skill, or (bare) for the only
 /// skill that requests it.
@@ -42,6 +42,30 @@ impl std::str::FromStr for EnvGrant {
     }
 }
 
+/// One `--allow-net SKILL:HOST[:PORT]` grant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetGrant {
+    pub skill: String,
+    pub rule: NetRule,
+}
+
+impl std::str::FromStr for NetGrant {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        let (skill, rest) = text.split_once(':').ok_or_else(|| {
+            format!("`{text}` is not SKILL:HOST[:PORT] (for example web-peek:api.example.com:443)")
+        })?;
+        if skill.is_empty() {
+            return Err(format!("`{text}` names no skill; use SKILL:HOST[:PORT]"));
+        }
+        Ok(NetGrant {
+            skill: skill.to_string(),
+            rule: rest.parse()?,
+        })
+    }
+}
+
 /// What the user allows, from the command line.
 #[derive(Debug, Clone, Default)]
 pub struct UserPolicy {
@@ -49,6 +73,8 @@ pub struct UserPolicy {
     pub allow_write: bool,
     /// Environment variables the user gives to skills that request them.
     pub allow_env: Vec<EnvGrant>,
+    /// Hosts the user lets named skills reach, where they request them.
+    pub allow_net: Vec<NetGrant>,
     /// The most a skill's manifest may ask for.
     pub ceilings: Ceilings,
 }
@@ -92,6 +118,8 @@ pub struct LimitOverrides {
     pub scratch_entries: Option<u64>,
     pub workspace_bytes: Option<u64>,
     pub workspace_entries: Option<u64>,
+    pub net_requests: Option<u32>,
+    pub net_response_bytes: Option<u64>,
 }
 
 /// The grants in force for a skill, and notes on requests not granted.
@@ -154,20 +182,71 @@ pub fn grants(skill: &Skill, policy: &UserPolicy, effect: Option<Effect>) -> Res
             Err(note) => notes.push(note),
         }
     }
-    if !requested.network.is_empty() {
-        notes.push(format!(
-            "network access to {} is requested; this host grants no network, so the tools run offline",
-            requested.network.join(", ")
-        ));
-    }
+    let network = network_grants(
+        skill.name(),
+        &requested.network,
+        &policy.allow_net,
+        &mut notes,
+    );
     Resolved {
         grants: Grants {
             skill_dir: Some(skill.mount()),
             workspace,
             env,
+            network,
+            skill_name: Some(skill.name().to_string()),
         },
         notes,
     }
+}
+
+/// The hosts a skill may reach: each user grant for it that it requested
+/// (or any, when it requests `*`). Requests not granted, and grants not
+/// requested, become notes.
+fn network_grants(
+    skill: &str,
+    requested: &[String],
+    given: &[NetGrant],
+    notes: &mut Vec<String>,
+) -> Vec<NetRule> {
+    let any = requested.iter().any(|r| r == ANY_HOST);
+    let requested_rules: Vec<NetRule> = requested.iter().filter_map(|r| r.parse().ok()).collect();
+    let covers = |asked: &NetRule, grant: &NetRule| {
+        asked.host == grant.host
+            && match (asked.port, grant.port) {
+                (None, None) => true,
+                (None, Some(p)) => p == 80 || p == 443,
+                (Some(a), g) => g == Some(a),
+            }
+    };
+    let mut out = Vec::new();
+    for grant in given.iter().filter(|g| g.skill == skill) {
+        if any
+            || requested_rules
+                .iter()
+                .any(|asked| covers(asked, &grant.rule))
+        {
+            out.push(grant.rule.clone());
+        } else {
+            notes.push(format!(
+                "--allow-net {skill}:{} is ignored: the skill does not request that host",
+                grant.rule
+            ));
+        }
+    }
+    for asked in &requested_rules {
+        if !out.iter().any(|g| covers(asked, g)) {
+            notes.push(format!(
+                "network access to {asked} is requested but not given (--allow-net {skill}:{asked})"
+            ));
+        }
+    }
+    if any && out.is_empty() {
+        notes.push(format!(
+            "skill `{skill}` can reach the hosts you grant it; none is given (--allow-net {skill}:HOST[:PORT])"
+        ));
+    }
+    out
 }
 
 /// Whether the user gave `key` to `skill`. A bare `--allow-env KEY` counts
@@ -184,6 +263,22 @@ fn env_decision(skill: &str, key: &str, policy: &UserPolicy) -> Result<(), Strin
         Err(format!(
             "environment variable {key} is requested but not given (--allow-env {skill}:{key})"
         ))
+    }
+}
+
+/// Refuses an `--allow-net` grant naming a skill that is not loaded (most
+/// often a typo, which would otherwise silently grant nothing).
+pub fn check_net_grants(catalog: &Catalog, policy: &UserPolicy) -> Result<(), String> {
+    match policy
+        .allow_net
+        .iter()
+        .find(|g| catalog.get(&g.skill).is_none())
+    {
+        Some(g) => Err(format!(
+            "--allow-net {}:{}: no skill named `{}` is loaded",
+            g.skill, g.rule, g.skill
+        )),
+        None => Ok(()),
     }
 }
 
@@ -370,6 +465,12 @@ impl LimitOverrides {
         }
         if let Some(e) = self.workspace_entries {
             limits.workspace_entries = e;
+        }
+        if let Some(n) = self.net_requests {
+            limits.net_requests = n;
+        }
+        if let Some(b) = self.net_response_bytes {
+            limits.net_response_bytes = b;
         }
     }
 }
