@@ -44,7 +44,13 @@ async fn lazy_mode_lists_skill_tools_after_load_skill() {
     let schema = serde_json::to_value(&*load.input_schema).unwrap();
     assert_eq!(
         schema["properties"]["name"]["enum"],
-        json!(["data-peek", "log-inspect", "release-check", "report-digest"])
+        json!([
+            "data-peek",
+            "log-inspect",
+            "release-check",
+            "report-digest",
+            "web-peek"
+        ])
     );
     assert!(
         load.description
@@ -309,8 +315,8 @@ async fn resources_templates_and_pagination() {
     let total = first.resources.len() + second.resources.len();
     assert_eq!(
         total,
-        4 + 4 + 1 + 60,
-        "4 bundled SKILL.md + 4 references + many's SKILL.md + 60 references"
+        5 + 4 + 1 + 60,
+        "5 bundled SKILL.md + 4 references + many's SKILL.md + 60 references"
     );
 
     let patterns = first

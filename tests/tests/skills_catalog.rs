@@ -232,7 +232,13 @@ fn bundled_skills_load_with_their_references_and_digests() {
     let names: Vec<&str> = catalog.skills().map(|s| s.name()).collect();
     assert_eq!(
         names,
-        ["data-peek", "log-inspect", "release-check", "report-digest"]
+        [
+            "data-peek",
+            "log-inspect",
+            "release-check",
+            "report-digest",
+            "web-peek"
+        ]
     );
     assert!(
         catalog.diagnostics().is_empty(),

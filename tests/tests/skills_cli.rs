@@ -46,7 +46,7 @@ fn list_shows_the_bundled_skills_as_a_table_and_json() {
 
     let doc = isolated(&["skills", "list", "--json"]).json();
     let skills = doc["skills"].as_array().unwrap();
-    assert_eq!(skills.len(), 4);
+    assert_eq!(skills.len(), 5);
     let release = skills
         .iter()
         .find(|s| s["name"] == "release-check")

@@ -470,7 +470,7 @@ fn check_exits_zero_for_the_bundled_skills_and_two_for_usage() {
     assert_eq!(out.stdout, "", "the bundled skills have no findings");
     assert!(
         out.stderr
-            .contains("checked 4 skill(s): 4 valid, 0 invalid"),
+            .contains("checked 5 skill(s): 5 valid, 0 invalid"),
         "{}",
         out.stderr
     );
