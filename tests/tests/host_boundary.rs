@@ -712,7 +712,7 @@ fn environment_grants_are_per_skill() {
     );
     let env_of = |tool: &str, grant: &str| -> Run {
         skillbox()
-            .env("TOKEN", "s3cret")
+            .env("TOKEN", "s3cret-value")
             .args(["call", tool, "--skills"])
             .arg(skills.path())
             .args(["--allow-env", grant])
@@ -725,7 +725,9 @@ fn environment_grants_are_per_skill() {
     assert!(bare.stderr.contains("one, two"), "{}", bare.stderr);
     let one = env_of("one__env-vars", "one:TOKEN");
     assert_eq!(one.code, 0, "{one:?}");
-    assert!(one.stdout.contains("s3cret"), "{}", one.stdout);
+    // The value arrived, and is redacted on the way out.
+    assert!(one.stdout.contains("[redacted:TOKEN]"), "{}", one.stdout);
+    assert!(!one.stdout.contains("s3cret"), "{}", one.stdout);
     let two = env_of("two__env-vars", "one:TOKEN");
     assert_eq!(two.code, 0, "{two:?}");
     assert!(!two.stdout.contains("s3cret"), "{}", two.stdout);

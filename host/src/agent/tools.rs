@@ -28,6 +28,10 @@ struct Connection {
     client: Client,
 }
 
+/// The variables a child MCP server inherits; everything else it gets
+/// only by name in its config's `env`.
+pub const CHILD_ENV: [&str; 5] = ["PATH", "HOME", "LANG", "TERM", "TMPDIR"];
+
 /// A tool and where it lives.
 #[derive(Debug, Clone)]
 pub struct HubTool {
@@ -76,7 +80,16 @@ impl ToolHub {
             let client = match spec {
                 ServerSpec::Stdio { command, args, env } => {
                     let mut cmd = tokio::process::Command::new(command);
-                    cmd.args(args).envs(env);
+                    // A child server gets a minimal environment plus what
+                    // its config names: never the provider keys or tokens
+                    // this process holds.
+                    cmd.args(args).env_clear();
+                    for key in CHILD_ENV {
+                        if let Some(value) = std::env::var_os(key) {
+                            cmd.env(key, value);
+                        }
+                    }
+                    cmd.envs(env);
                     let (transport, _) = TokioChildProcess::builder(cmd)
                         .stderr(std::process::Stdio::null())
                         .spawn()

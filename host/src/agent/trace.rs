@@ -30,7 +30,19 @@ pub struct Trace {
 
 impl Trace {
     pub fn open(path: Option<&Path>, progress: bool) -> std::io::Result<Self> {
-        let file = path.map(File::create).transpose()?.map(BufWriter::new);
+        // Traces carry prompts and tool results: private to the user.
+        let file = path
+            .map(|p| {
+                use std::os::unix::fs::OpenOptionsExt;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .mode(0o600)
+                    .open(p)
+            })
+            .transpose()?
+            .map(BufWriter::new);
         Ok(Trace {
             file,
             started: Instant::now(),

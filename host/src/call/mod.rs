@@ -13,6 +13,7 @@
 
 pub mod audit;
 mod host;
+pub mod redact;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -227,6 +228,13 @@ impl Host {
         );
         let mut notes = resolved.notes;
         notes.extend(clamped);
+        let redactor = redact::Redactor::new(
+            resolved
+                .grants
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        );
         let record = CallRecord {
             client: caller.client.clone(),
             tool: &label,
@@ -293,11 +301,18 @@ impl Host {
         }
         match result {
             Ok((outcome, _, _, refusals)) => Ok(CallReply {
-                outcome,
-                notes: notes.into_iter().chain(refusals).collect(),
+                outcome: redact_outcome(&redactor, outcome),
+                notes: notes
+                    .into_iter()
+                    .chain(refusals)
+                    .map(|n| redactor.text(&n))
+                    .collect(),
                 tool: prepared.tool,
             }),
-            Err(error) => Err(CallError::Sandbox { error, notes }),
+            Err(error) => Err(CallError::Sandbox {
+                error: redactor.error(error),
+                notes,
+            }),
         }
     }
 
@@ -413,6 +428,24 @@ impl Host {
                     class: SideEffect::Script,
                 })
             }
+        }
+    }
+}
+
+/// The outcome with every granted secret replaced by `[redacted:KEY]`.
+fn redact_outcome(redactor: &redact::Redactor, outcome: Outcome) -> Outcome {
+    if redactor.is_empty() {
+        return outcome;
+    }
+    match outcome {
+        Outcome::Value(mut value) => {
+            redactor.json(&mut value);
+            Outcome::Value(value)
+        }
+        Outcome::Script(mut script) => {
+            script.stdout = redactor.text(&script.stdout);
+            script.stderr = redactor.text(&script.stderr);
+            Outcome::Script(script)
         }
     }
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use crate::call::audit::AuditLog;
+use crate::call::redact::Redactor;
 use crate::call::{CallError, Caller, Host, Outcome, Target};
 use crate::sandbox::{Sandbox, SideEffect};
 use crate::skill::tools::split_tool_name;
@@ -94,8 +95,11 @@ fn call_component(path: &Path, args: &CallArgs, json_args: &Value) -> Result<Exi
     let limits = args.sandbox.limits(class);
     let sandbox = Sandbox::new()?;
     let component = sandbox.load_file(path)?;
-    let outcome =
-        runtime()?.block_on(sandbox.call(&component, &args.tool, json_args, &grants, &limits))?;
+    let redactor = Redactor::new(grants.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+    let mut outcome = runtime()?
+        .block_on(sandbox.call(&component, &args.tool, json_args, &grants, &limits))
+        .map_err(|e| redactor.error(e))?;
+    redactor.json(&mut outcome.value);
     print_json(&outcome.value);
     Ok(ExitCode::SUCCESS)
 }
@@ -230,7 +234,13 @@ pub fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
             argv.extend(args.args.iter().cloned());
             let sandbox = Sandbox::new()?;
             let component = sandbox.load_file(component)?;
-            runtime()?.block_on(sandbox.run_script(&component, argv, stdin, &grants, &limits))?
+            let redactor = Redactor::new(grants.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            let mut outcome = runtime()?
+                .block_on(sandbox.run_script(&component, argv, stdin, &grants, &limits))
+                .map_err(|e| redactor.error(e))?;
+            outcome.stdout = redactor.text(&outcome.stdout);
+            outcome.stderr = redactor.text(&outcome.stderr);
+            outcome
         }
         (None, None) => {
             return Err(CliError::Usage(

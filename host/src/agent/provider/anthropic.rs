@@ -23,6 +23,7 @@ impl Anthropic {
                 variable: "ANTHROPIC_API_KEY",
                 base_variable: "ANTHROPIC_BASE_URL",
             })?;
+        endpoint.check_key_transport()?;
         Ok(Anthropic { endpoint, key })
     }
 

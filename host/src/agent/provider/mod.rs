@@ -60,6 +60,44 @@ pub enum ProviderError {
     BadReply(String),
     #[error("unknown provider `{0}`; use openai:MODEL or anthropic:MODEL")]
     UnknownProvider(String),
+    #[error(
+        "refusing to send the API key to {url}: it is plain http:// to a host that is not this \
+         machine, so anyone on the path could read it. Use https://, or a loopback address for a \
+         local server"
+    )]
+    InsecureTransport { url: String },
+}
+
+/// `url` without its userinfo (`user:password@`), for anything printed,
+/// traced or put in an error.
+pub fn shown_url(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
+            let _ = parsed.set_username("");
+            let _ = parsed.set_password(None);
+            parsed.to_string().trim_end_matches('/').to_string()
+        }
+        _ => url.to_string(),
+    }
+}
+
+/// A key may travel over https, or over http to this machine only.
+fn key_transport_ok(url: &str) -> bool {
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return false;
+    };
+    match parsed.scheme() {
+        "https" => true,
+        "http" => {
+            let host = parsed.host_str().unwrap_or_default();
+            let host = host.trim_start_matches('[').trim_end_matches(']');
+            host.eq_ignore_ascii_case("localhost")
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback())
+        }
+        _ => false,
+    }
 }
 
 /// The endpoint: the flag, else the environment variable, else the
@@ -83,6 +121,22 @@ pub struct Endpoint {
 }
 
 impl Endpoint {
+    /// The base URL as it may be shown: without credentials.
+    pub fn shown_url(&self) -> String {
+        shown_url(&self.base_url)
+    }
+
+    /// Refuses to carry a key where it could be read on the way.
+    pub fn check_key_transport(&self) -> Result<(), ProviderError> {
+        if key_transport_ok(&self.base_url) {
+            Ok(())
+        } else {
+            Err(ProviderError::InsecureTransport {
+                url: self.shown_url(),
+            })
+        }
+    }
+
     /// POSTs `body` as JSON to `base_url + path`, letting `authorize` add
     /// the provider's headers, with retries; returns the reply's JSON.
     async fn post_json(
@@ -92,7 +146,8 @@ impl Endpoint {
         authorize: impl Fn(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
     ) -> Result<serde_json::Value, ProviderError> {
         let url = format!("{}{path}", self.base_url);
-        retry::send_json(&url, self.timeout, self.retry, || {
+        let shown = format!("{}{path}", self.shown_url());
+        retry::send_json(&shown, self.timeout, self.retry, || {
             authorize(self.client.post(&url).json(body))
         })
         .await
@@ -151,11 +206,51 @@ impl Provider {
     pub fn describe(&self) -> String {
         match self {
             Provider::OpenAi(p) => {
-                format!("openai:{} at {}", p.endpoint.model, p.endpoint.base_url)
+                format!("openai:{} at {}", p.endpoint.model, p.endpoint.shown_url())
             }
             Provider::Anthropic(p) => {
-                format!("anthropic:{} at {}", p.endpoint.model, p.endpoint.base_url)
+                format!(
+                    "anthropic:{} at {}",
+                    p.endpoint.model,
+                    p.endpoint.shown_url()
+                )
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_shown_without_credentials() {
+        assert_eq!(
+            shown_url("https://me:pw@api.example.com/v1"),
+            "https://api.example.com/v1"
+        );
+        assert_eq!(
+            shown_url("http://127.0.0.1:8080/v1"),
+            "http://127.0.0.1:8080/v1"
+        );
+    }
+
+    #[test]
+    fn keys_travel_over_https_or_to_this_machine_only() {
+        for ok in [
+            "https://api.openai.com/v1",
+            "http://127.0.0.1:11434/v1",
+            "http://localhost:8080",
+            "http://[::1]:8080",
+        ] {
+            assert!(key_transport_ok(ok), "{ok}");
+        }
+        for bad in [
+            "http://192.168.1.5:8080/v1",
+            "http://api.example.com",
+            "ftp://x",
+        ] {
+            assert!(!key_transport_ok(bad), "{bad}");
         }
     }
 }

@@ -26,6 +26,9 @@ impl OpenAi {
                 base_variable: "OPENAI_BASE_URL",
             });
         }
+        if key.is_some() {
+            endpoint.check_key_transport()?;
+        }
         Ok(OpenAi { endpoint, key })
     }
 
