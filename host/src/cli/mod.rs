@@ -21,8 +21,9 @@ use crate::sandbox::SandboxError;
     name = "skillbox",
     version,
     about = "Run Agent Skills and WebAssembly component tools in a capability-scoped sandbox",
-    after_help = "Every call runs in a fresh sandbox: no network, no environment, a private /tmp, \
-                  and the workspace only when you grant it with --workspace."
+    after_help = "Every call runs in a fresh sandbox: a private /tmp, and only what you grant: \
+                  the workspace (--workspace, --allow-write), environment keys (--allow-env) \
+                  and HTTP hosts (--allow-net), each per skill."
 )]
 pub struct Cli {
     #[command(subcommand)]
