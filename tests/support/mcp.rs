@@ -60,6 +60,19 @@ impl ClientHandler for Recorder {
         self.push("prompts/list_changed");
     }
 
+    #[allow(deprecated)]
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.push(&format!(
+            "log:{}:{}",
+            params.logger.unwrap_or_default(),
+            params.data.as_str().unwrap_or_default()
+        ));
+    }
+
     async fn on_progress(
         &self,
         _params: ProgressNotificationParam,

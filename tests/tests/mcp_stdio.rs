@@ -173,9 +173,21 @@ async fn skill_tools_return_structured_content_and_teaching_errors() {
     assert!(text(&missing).contains("cannot open `nope.log`"));
     assert!(!text(&missing).contains(&examples()), "host path leaked");
 
-    let unknown = call(&client, "log-inspect__frobnicate", json!({})).await;
-    assert_eq!(unknown.is_error, Some(true));
-    assert!(text(&unknown).contains("load_skill"), "{}", text(&unknown));
+    // An unknown tool is a protocol error (-32602) that still teaches.
+    let unknown = client
+        .peer()
+        .call_tool(CallToolRequestParams::new("log-inspect__frobnicate"))
+        .await
+        .expect_err("unknown tools are protocol errors");
+    let rmcp::ServiceError::McpError(error) = unknown else {
+        panic!("{unknown}")
+    };
+    assert_eq!(error.code.0, -32602);
+    assert!(
+        error.message.contains("log-inspect__grep"),
+        "{}",
+        error.message
+    );
     client.cancel().await.unwrap();
 }
 

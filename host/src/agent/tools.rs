@@ -210,6 +210,12 @@ impl ToolHub {
                 text: format!("the server answered something other than a tool result: {other:?}"),
                 is_error: true,
             },
+            // A protocol error (an unknown tool, bad params) carries the
+            // server's teaching text.
+            Err(ServiceError::McpError(error)) => CallResult {
+                text: error.message.to_string(),
+                is_error: true,
+            },
             Err(ServiceError::Timeout { timeout }) => CallResult {
                 text: format!(
                     "timeout: the tool did not answer within {} ms and was cancelled. Ask for less, or try another approach.",

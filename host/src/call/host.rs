@@ -24,6 +24,8 @@ pub struct HostOptions {
     pub overrides: LimitOverrides,
     /// Calls that may run at once; the rest wait.
     pub max_concurrency: usize,
+    /// Serve only `read` tools (no writes, no scripts; workspace read-only).
+    pub read_only: bool,
 }
 
 /// A skill's resolved tools, valid while its digests are unchanged.
@@ -147,6 +149,11 @@ impl Host {
 
     pub fn audit_path(&self) -> Option<&std::path::Path> {
         self.audit.as_ref().map(|a| a.path())
+    }
+
+    /// Whether the user's configuration serves this tool at all.
+    pub fn serves(&self, tool: &SkillTool) -> bool {
+        !self.options.read_only || tool.effect == crate::skill::Effect::Read
     }
 
     /// A skill's tools, compiling its components on first use and again

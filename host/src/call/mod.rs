@@ -79,8 +79,14 @@ pub struct CallReply {
     /// Grants requested but not given, limits clamped: what a model or
     /// person should know to read the result right.
     pub notes: Vec<String>,
+    /// What went wrong during the call without failing it (a refused
+    /// network request): worth a warning where the caller logs.
+    pub warnings: Vec<String>,
     /// The tool that ran (absent for scripts).
     pub tool: Option<SkillTool>,
+    /// What a tool printed on stderr (scripts carry theirs in the
+    /// outcome), redacted; for debug logging.
+    pub stderr: String,
 }
 
 #[derive(Debug, Clone)]
@@ -95,6 +101,8 @@ pub enum Outcome {
 pub enum CallError {
     #[error("unknown tool `{name}`: {why}")]
     UnknownTool { name: String, why: String },
+    #[error("tool `{name}` cannot run now: {why}")]
+    Unavailable { name: String, why: String },
     #[error(
         "no skill named `{name}`. Loaded skills: {available}. Check the name in load_skill's list."
     )]
@@ -121,6 +129,11 @@ pub enum CallError {
          is being reloaded."
     )]
     Moved { skill: String },
+    #[error(
+        "`{what}` is not served: the user runs skillbox read-only (--read-only), which serves \
+         only tools declared `read`. Use a read tool, or ask the user."
+    )]
+    ReadOnly { what: String },
     #[error("{error}")]
     Sandbox {
         error: SandboxError,
@@ -135,8 +148,11 @@ impl CallError {
             CallError::UnknownTool { .. }
             | CallError::NoSuchSkill { .. }
             | CallError::NoSuchScript { .. } => "unknown",
-            CallError::NotLoaded { .. } | CallError::UserOnly { .. } => "refused",
+            CallError::NotLoaded { .. }
+            | CallError::UserOnly { .. }
+            | CallError::ReadOnly { .. } => "refused",
             CallError::Moved { .. } => "moved",
+            CallError::Unavailable { .. } => "unavailable",
             CallError::Sandbox { error, .. } => error.code(),
         }
     }
@@ -157,6 +173,15 @@ impl From<SandboxError> for CallError {
             notes: Vec::new(),
         }
     }
+}
+
+/// What a sandbox run produced, before redaction.
+struct Ran {
+    outcome: Outcome,
+    usage: Usage,
+    network: Vec<NetRequest>,
+    refusals: Vec<String>,
+    stderr: String,
 }
 
 /// What was resolved before anything runs.
@@ -219,7 +244,12 @@ impl Host {
             }
         };
         let skill = &prepared.skill;
-        let resolved = policy::grants(skill, &self.options.policy, prepared.effect);
+        let mut resolved = policy::grants(skill, &self.options.policy, prepared.effect);
+        if self.options.read_only
+            && let Some(workspace) = &mut resolved.grants.workspace
+        {
+            workspace.writable = false;
+        }
         let (limits, clamped) = policy::limits(
             skill,
             prepared.class,
@@ -262,12 +292,13 @@ impl Host {
                             &limits,
                         )
                         .await?;
-                    Ok((
-                        Outcome::Value(out.value),
-                        out.usage,
-                        out.network,
-                        out.refusals,
-                    ))
+                    Ok(Ran {
+                        outcome: Outcome::Value(out.value),
+                        usage: out.usage,
+                        network: out.network,
+                        refusals: out.refusals,
+                        stderr: out.stderr,
+                    })
                 }
                 Target::Script {
                     script,
@@ -281,33 +312,33 @@ impl Host {
                         .sandbox
                         .run_script(&prepared.component, argv, stdin, &resolved.grants, &limits)
                         .await?;
-                    let (usage, network, refusals) =
-                        (out.usage, out.network.clone(), out.refusals.clone());
-                    Ok((Outcome::Script(out), usage, network, refusals))
+                    let ran = Ran {
+                        usage: out.usage,
+                        network: out.network.clone(),
+                        refusals: out.refusals.clone(),
+                        stderr: String::new(),
+                        outcome: Outcome::Script(out),
+                    };
+                    Ok(ran)
                 }
             }
         };
-        type Ran = (Outcome, Usage, Vec<NetRequest>, Vec<String>);
         let result: Result<Ran, SandboxError> = tokio::select! {
             biased;
             _ = cancel.cancelled() => Err(SandboxError::Cancelled),
             result = run => result,
         };
         match &result {
-            Ok((_, usage, network, _)) => {
-                self.record(&record, "ok", started, Some(usage.fuel), network)
-            }
+            Ok(ran) => self.record(&record, "ok", started, Some(ran.usage.fuel), &ran.network),
             Err(e) => self.record(&record, e.code(), started, None, &[]),
         }
         match result {
-            Ok((outcome, _, _, refusals)) => Ok(CallReply {
-                outcome: redact_outcome(&redactor, outcome),
-                notes: notes
-                    .into_iter()
-                    .chain(refusals)
-                    .map(|n| redactor.text(&n))
-                    .collect(),
+            Ok(ran) => Ok(CallReply {
+                outcome: redact_outcome(&redactor, ran.outcome),
+                notes,
+                warnings: ran.refusals.iter().map(|w| redactor.text(w)).collect(),
                 tool: prepared.tool,
+                stderr: redactor.text(&ran.stderr),
             }),
             Err(error) => Err(CallError::Sandbox {
                 error: redactor.error(error),
@@ -333,6 +364,13 @@ impl Host {
                     .collect::<Vec<_>>()
                     .join(", ");
                 return Err(match target {
+                    Target::Tool { name, .. } if skill_name.is_empty() => CallError::UnknownTool {
+                        name: name.clone(),
+                        why: format!(
+                            "skill tools are named <skill>__<function>, and this name has no `__` \
+                             (loaded skills: {available})."
+                        ),
+                    },
                     Target::Tool { name, .. } => CallError::UnknownTool {
                         name: name.clone(),
                         why: format!(
@@ -363,8 +401,19 @@ impl Host {
                 let Some(tool) = skill_tools.iter().find(|t| &t.name == name).cloned() else {
                     let names: Vec<&str> = skill_tools.iter().map(|t| t.name.as_str()).collect();
                     let problems = self.problems_of(skill.name());
-                    let why = if problems.is_empty() {
-                        format!(
+                    if !problems.is_empty() {
+                        return Err(CallError::Unavailable {
+                            name: name.clone(),
+                            why: format!(
+                                "skill `{}` cannot serve all of its tools: {}.",
+                                skill.name(),
+                                problems.join("; ")
+                            ),
+                        });
+                    }
+                    return Err(CallError::UnknownTool {
+                        name: name.clone(),
+                        why: format!(
                             "skill `{}` has no such tool; its tools: {}.",
                             skill.name(),
                             if names.is_empty() {
@@ -372,19 +421,12 @@ impl Host {
                             } else {
                                 names.join(", ")
                             }
-                        )
-                    } else {
-                        format!(
-                            "skill `{}` cannot serve all of its tools now: {}.",
-                            skill.name(),
-                            problems.join("; ")
-                        )
-                    };
-                    return Err(CallError::UnknownTool {
-                        name: name.clone(),
-                        why,
+                        ),
                     });
                 };
+                if !self.serves(&tool) {
+                    return Err(CallError::ReadOnly { what: tool.name });
+                }
                 Ok(Prepared {
                     component: tool.component.clone(),
                     component_path: tool.component_path.clone(),
@@ -395,6 +437,11 @@ impl Host {
                 })
             }
             Target::Script { script, .. } => {
+                if self.options.read_only {
+                    return Err(CallError::ReadOnly {
+                        what: format!("run_script {}/{script}", skill.name()),
+                    });
+                }
                 let Some(spec) = skill
                     .manifest
                     .as_ref()

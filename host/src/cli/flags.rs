@@ -20,6 +20,10 @@ pub struct SandboxFlags {
     /// Let the guest write to the workspace.
     #[arg(long, requires = "workspace")]
     pub allow_write: bool,
+    /// Serve only tools declared `read`: no write or destructive tools, no
+    /// scripts, and the workspace read-only.
+    #[arg(long, conflicts_with = "allow_write")]
+    pub read_only: bool,
     /// Give an environment variable to the skill that requests it:
     /// SKILL:KEY for one skill, or a bare KEY when only one skill requests
     /// it (repeatable).
@@ -162,6 +166,7 @@ impl SandboxFlags {
             policy: self.policy()?,
             overrides: self.overrides(),
             max_concurrency,
+            read_only: self.read_only,
         })
     }
 
@@ -181,10 +186,20 @@ pub struct SourceFlags {
     /// Load the project's skills (./.agents/skills, ./.claude/skills).
     #[arg(long)]
     pub trust_project: bool,
+    /// Serve only this skill (repeatable); the others are not loaded.
+    #[arg(long = "skill", value_name = "NAME")]
+    pub only: Vec<String>,
+    /// Never serve this skill (repeatable).
+    #[arg(long = "exclude-skill", value_name = "NAME")]
+    pub exclude: Vec<String>,
 }
 
 impl SourceFlags {
     pub fn options(&self) -> SourceOptions {
-        SourceOptions::from_environment(self.skills.clone(), self.trust_project)
+        SourceOptions {
+            only: self.only.clone(),
+            exclude: self.exclude.clone(),
+            ..SourceOptions::from_environment(self.skills.clone(), self.trust_project)
+        }
     }
 }

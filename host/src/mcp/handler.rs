@@ -11,19 +11,22 @@ use std::time::Instant;
 use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, LoggingLevel,
-    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities,
-    ServerConfig, SetLevelRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
+    CompleteResult, DiscoverResult, GetPromptRequestParams, GetPromptResponse,
+    GetSkillRequestParams, GetSkillResult, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
+    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
+    ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams,
+    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
+    SubscriptionFilter,
 };
-use rmcp::service::{NotificationContext, RequestContext, RoleServer};
+use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
 use serde_json::{Map, Value};
 
 use super::calls::{ProgressSink, client_name, idempotency_key, with_progress};
 use super::host_tools::{self, LOAD_SKILL, READ_SKILL_FILE, RUN_SCRIPT, with_notes};
 use super::server::{Server, ToolsMode};
-use super::{prompts, resources, results};
+use super::{prompts, resources, results, skills_ext};
 use crate::call::{Access, CallError, CallRecord, Caller, Outcome, Target};
 use crate::skill::Skill;
 
@@ -33,6 +36,43 @@ const INSTRUCTIONS: &str = "skillbox serves Agent Skills whose tools run in a We
 3. Call the skill's tools (named <skill>__<function>); they appear in the tool list once loaded.\n\
 4. read_skill_file reads a skill's references; run_script runs a script a skill ships.\n\
 Tools see the user's workspace only if the user granted it; errors say what to change.";
+
+/// The same guidance for the stateless 2026-07-28 revision, where the tool
+/// list is complete from the start and never changes with a request.
+const INSTRUCTIONS_STATELESS: &str = "skillbox serves Agent Skills whose tools run in a WebAssembly sandbox.\n\
+1. Read load_skill's description: it lists every skill and when to use it (the Skills extension lists them too).\n\
+2. Before a task a skill covers, call load_skill {\"name\": …} and follow the steps it returns.\n\
+3. Call the skill's tools (named <skill>__<function>); every skill's tools are already in the tool list.\n\
+4. read_skill_file reads a skill's references; run_script runs a script a skill ships.\n\
+Tools see the user's workspace only if the user granted it; errors say what to change.";
+
+/// The first revision whose tool list must not vary per connection.
+const STATELESS_REVISION: &str = "2026-07-28";
+
+/// How long a client may cache a list on the stateless revision: about the
+/// reload poll, after which a skill change may have altered it.
+const LIST_TTL_MS: u64 = 5_000;
+
+/// Whether the request speaks the stateless revision (or later).
+fn stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= STATELESS_REVISION)
+}
+
+/// Severity rank of a logging level, lowest first.
+fn level_rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
 
 /// A connected client. Cheap to clone; clones share the session's state.
 #[derive(Clone)]
@@ -71,16 +111,22 @@ impl Session {
             client: client_name(context),
             idempotency_key: idempotency_key(context),
             access: Access::Model {
-                require_loaded: self.server.options.tools_mode == ToolsMode::Lazy,
+                require_loaded: self.server.options.tools_mode == ToolsMode::Lazy
+                    && !stateless(context),
                 loaded: snapshot(&self.activated),
                 user_invoked: snapshot(&self.user_invoked),
             },
         }
     }
 
-    /// The skills whose tools this session lists now.
-    fn listed_skills(&self) -> Vec<Arc<Skill>> {
+    /// The skills whose tools this session lists now. On the stateless
+    /// revision the list is the same for every client and request: every
+    /// skill the model may use.
+    fn listed_skills(&self, stable: bool) -> Vec<Arc<Skill>> {
         let catalog = self.server.host.catalog();
+        if stable {
+            return catalog.model_visible().cloned().collect();
+        }
         let invoked = snapshot(&self.user_invoked);
         let activated = snapshot(&self.activated);
         catalog
@@ -96,21 +142,46 @@ impl Session {
             .collect()
     }
 
-    /// Every tool this session lists now.
-    pub async fn tools(&self) -> Vec<rmcp::model::Tool> {
-        let catalog = self.server.host.catalog();
-        let mut tools = host_tools::definitions(&catalog);
-        for skill in self.listed_skills() {
+    /// Every tool this session lists now (`stable`: the stateless
+    /// revision's fixed list).
+    pub async fn tools(&self, stable: bool) -> Vec<rmcp::model::Tool> {
+        let host = &self.server.host;
+        let catalog = host.catalog();
+        let mut tools = host_tools::definitions(&catalog, host.options.read_only);
+        for skill in self.listed_skills(stable) {
             tools.extend(
-                self.server
-                    .host
-                    .tools_of_blocking(&skill)
+                host.tools_of_blocking(&skill)
                     .await
                     .iter()
+                    .filter(|t| host.serves(t))
                     .map(host_tools::skill_tool_definition),
             );
         }
         tools
+    }
+
+    /// Sends a log message to this client when its level lets it through.
+    async fn log(
+        &self,
+        context: &RequestContext<RoleServer>,
+        level: LoggingLevel,
+        logger: &str,
+        text: String,
+    ) {
+        // On the stateless revision each request says its own level, and a
+        // request that says none gets no log messages.
+        let threshold = if stateless(context) {
+            context.meta.log_level()
+        } else {
+            Some(*self.log_level.lock().unwrap_or_else(|e| e.into_inner()))
+        };
+        let Some(threshold) = threshold else { return };
+        if level_rank(level) < level_rank(threshold) || text.is_empty() {
+            return;
+        }
+        let mut param = LoggingMessageNotificationParam::new(level, Value::from(text));
+        param.logger = Some(logger.to_string());
+        let _ = context.peer.notify_logging_message(param).await;
     }
 
     async fn call_skill_tool(
@@ -118,32 +189,64 @@ impl Session {
         name: &str,
         args: Map<String, Value>,
         context: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    ) -> Result<CallToolResult, McpError> {
         let target = Target::Tool {
             name: name.to_string(),
             arguments: Value::Object(args),
         };
         let caller = self.caller(context);
         let call = self.server.host.call(&caller, target, &context.ct);
-        match with_progress(ProgressSink::from_context(context), name, call).await {
+        let outcome = with_progress(ProgressSink::from_context(context), name, call).await;
+        match outcome {
             Ok(reply) => {
                 let Outcome::Value(value) = &reply.outcome else {
                     unreachable!("a tool call returns a value")
                 };
+                self.log(
+                    context,
+                    LoggingLevel::Debug,
+                    "skillbox.guest",
+                    reply.stderr.clone(),
+                )
+                .await;
+                for warning in &reply.warnings {
+                    self.log(context, LoggingLevel::Warning, "skillbox", warning.clone())
+                        .await;
+                }
                 let hint = reply.tool.as_ref().and_then(paging_hint);
                 let mut result = results::success(value, self.server.options.output_budget, hint);
-                if !reply.notes.is_empty() {
+                if !reply.warnings.is_empty() {
                     result.content.push(rmcp::model::ContentBlock::text(format!(
                         "note: {}",
-                        reply.notes.join("\nnote: ")
+                        reply.warnings.join("\nnote: ")
                     )));
                 }
-                result
+                Ok(result)
             }
+            // An unknown tool is a protocol error (-32602), with the
+            // teaching text in its message.
             Err(CallError::UnknownTool { name, why }) => {
-                unknown_tool(&name, &why, &self.tools().await)
+                let listed = self.tools(stateless(context)).await;
+                Err(unknown_tool(&name, &why, &listed))
             }
-            Err(e) => results::error(with_notes(e.to_string(), e.notes())),
+            Err(e) => {
+                // Refusals the host enforced are worth a warning beside the
+                // error the model reads.
+                let host_event = matches!(
+                    &e,
+                    CallError::Moved { .. }
+                        | CallError::Sandbox {
+                            error: crate::sandbox::SandboxError::Denied { .. }
+                                | crate::sandbox::SandboxError::Quota { .. },
+                            ..
+                        }
+                );
+                if host_event {
+                    self.log(context, LoggingLevel::Warning, "skillbox", e.to_string())
+                        .await;
+                }
+                Ok(results::error(with_notes(e.to_string(), e.notes())))
+            }
         }
     }
 }
@@ -171,12 +274,15 @@ fn paging_hint(tool: &crate::skill::SkillTool) -> Option<&'static str> {
     .map(|(_, hint)| hint)
 }
 
-fn unknown_tool(name: &str, why: &str, listed: &[rmcp::model::Tool]) -> CallToolResult {
+fn unknown_tool(name: &str, why: &str, listed: &[rmcp::model::Tool]) -> McpError {
     let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
-    results::error(format!(
-        "unknown tool `{name}`: {why} Available now: {}. Call load_skill first to see a skill's tools.",
-        names.join(", ")
-    ))
+    McpError::invalid_params(
+        format!(
+            "unknown tool `{name}`: {why} Available now: {}. Call load_skill first to see a skill's tools.",
+            names.join(", ")
+        ),
+        Some(serde_json::json!({"tool": name})),
+    )
 }
 
 impl ServerHandler for Session {
@@ -190,6 +296,7 @@ impl ServerHandler for Session {
             .enable_resources_list_changed()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_skills_with_directory_read()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("skillbox", env!("CARGO_PKG_VERSION")))
@@ -200,12 +307,86 @@ impl ServerHandler for Session {
         self.server.register_peer(context.peer.clone());
     }
 
+    async fn discover(
+        &self,
+        context: RequestContext<RoleServer>,
+    ) -> Result<DiscoverResult, McpError> {
+        let _ = context;
+        let info = self.get_info().with_instructions(INSTRUCTIONS_STATELESS);
+        let mut result =
+            DiscoverResult::from_server_info(self.supported_protocol_versions().into_owned(), info);
+        result.ttl_ms = LIST_TTL_MS;
+        Ok(result)
+    }
+
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult::with_all_items(self.tools().await))
+        let stable = stateless(&context);
+        let mut result = ListToolsResult::with_all_items(self.tools(stable).await);
+        if stable {
+            result.ttl_ms = Some(LIST_TTL_MS);
+            result.cache_scope = Some(CacheScope::Private);
+        }
+        Ok(result)
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        Some(requested.clone())
+    }
+
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let mut changes = self.server.changes();
+        loop {
+            tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                change = changes.recv() => match change {
+                    Ok(()) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
+                        let sink = context.sink();
+                        let accepted = context.accepted();
+                        if accepted.tools_list_changed == Some(true) {
+                            let _ = sink.notify_tool_list_changed().await;
+                        }
+                        if accepted.resources_list_changed == Some(true) {
+                            let _ = sink.notify_resource_list_changed().await;
+                        }
+                        if accepted.prompts_list_changed == Some(true) {
+                            let _ = sink.notify_prompt_list_changed().await;
+                        }
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+                },
+            }
+        }
+    }
+
+    async fn list_skills(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListSkillsResult, McpError> {
+        skills_ext::list(self.server.host.catalog(), request.and_then(|r| r.cursor)).await
+    }
+
+    async fn get_skill(
+        &self,
+        request: GetSkillRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetSkillResult, McpError> {
+        skills_ext::get(self.server.host.catalog(), request.uri).await
+    }
+
+    async fn read_resource_directory(
+        &self,
+        request: ReadResourceDirectoryRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceDirectoryResult, McpError> {
+        skills_ext::directory(self.server.host.catalog(), request.uri).await
     }
 
     async fn call_tool(
@@ -242,7 +423,10 @@ impl ServerHandler for Session {
                 match outcome {
                     Ok((skill, result)) => {
                         let newly = insert(&self.activated, skill.name());
-                        if newly && self.server.options.tools_mode == ToolsMode::Lazy {
+                        if newly
+                            && self.server.options.tools_mode == ToolsMode::Lazy
+                            && !stateless(&context)
+                        {
                             let _ = context.peer.notify_tool_list_changed().await;
                         }
                         result
@@ -265,7 +449,7 @@ impl ServerHandler for Session {
                 )
                 .await
             }
-            _ => self.call_skill_tool(name, args, &context).await,
+            _ => self.call_skill_tool(name, args, &context).await?,
         };
         Ok(result.into())
     }
@@ -325,6 +509,7 @@ impl ServerHandler for Session {
         // invoke it on its own.
         if insert(&self.user_invoked, &request.name)
             && self.server.options.tools_mode == ToolsMode::Lazy
+            && !stateless(&context)
         {
             let _ = context.peer.notify_tool_list_changed().await;
         }

@@ -45,8 +45,17 @@ fn read_only() -> ToolAnnotations {
         .open_world(false)
 }
 
-/// The host tools, with `load_skill`'s description as the catalog.
-pub fn definitions(catalog: &Catalog) -> Vec<Tool> {
+/// The host tools, with `load_skill`'s description as the catalog. A
+/// read-only server does not offer `run_script`.
+pub fn definitions(catalog: &Catalog, read_only: bool) -> Vec<Tool> {
+    let mut tools = all_definitions(catalog);
+    if read_only {
+        tools.retain(|t| t.name != RUN_SCRIPT);
+    }
+    tools
+}
+
+fn all_definitions(catalog: &Catalog) -> Vec<Tool> {
     let visible: Vec<&Arc<Skill>> = catalog.model_visible().collect();
     let names: Vec<&str> = visible.iter().map(|s| s.name()).collect();
     let mut listing = String::from(

@@ -18,6 +18,7 @@ pub mod reload;
 pub mod resources;
 pub mod results;
 pub mod server;
+pub mod skills_ext;
 pub mod stdio;
 
 pub use handler::Session;

@@ -11,12 +11,10 @@ use rmcp::model::{
 
 use crate::skill::Catalog;
 use crate::skill::files::ReadError;
-use crate::skill::model::SKILL_FILE;
+use crate::skill::model::{MAX_SERVED_FILE_BYTES, SKILL_FILE};
 
 /// Resources per page of `resources/list`.
 pub const PAGE_SIZE: usize = 50;
-/// Largest resource served.
-const MAX_RESOURCE_BYTES: u64 = 1024 * 1024;
 
 pub fn uri(skill: &str, path: &str) -> String {
     format!("skill://{skill}/{path}")
@@ -46,12 +44,10 @@ fn all(catalog: &Catalog) -> Vec<Resource> {
         // Through the folder handle: a symlink leading out of the skill
         // has no size here, and nothing outside is ever stat'ed.
         let size = |rel: &str| skill.files.file_size(rel);
-        let mut main = Resource::new(
-            uri(skill.name(), SKILL_FILE),
-            format!("{}/{SKILL_FILE}", skill.name()),
-        )
-        .with_description(format!("Instructions of the `{}` skill", skill.name()))
-        .with_mime_type("text/markdown");
+        // The skill's own name and description, as its frontmatter says.
+        let mut main = Resource::new(uri(skill.name(), SKILL_FILE), skill.name())
+            .with_description(skill.meta.description.clone())
+            .with_mime_type("text/markdown");
         if let Some(n) = size(SKILL_FILE) {
             main = main.with_size(n);
         }
@@ -115,28 +111,35 @@ pub async fn read(
 }
 
 fn read_now(catalog: &Catalog, resource_uri: &str) -> Result<ReadResourceResult, McpError> {
+    // Every miss is "resource not found" (-32002) with the URI in
+    // `error.data`, whatever part of the URI is wrong.
+    let not_found = |why: String| {
+        McpError::resource_not_found(why, Some(serde_json::json!({"uri": resource_uri})))
+    };
     let rest = resource_uri.strip_prefix("skill://").ok_or_else(|| {
-        McpError::invalid_params(
-            format!("`{resource_uri}` is not a skill resource; use skill://<name>/<path>"),
-            None,
-        )
+        not_found(format!(
+            "`{resource_uri}` is not a skill resource; this server serves skill://<name>/<path>"
+        ))
     })?;
     let (name, path) = rest.split_once('/').ok_or_else(|| {
-        McpError::invalid_params(
-            format!("`{resource_uri}` names no file; use skill://<name>/<path>"),
-            None,
+        not_found(format!(
+            "`{resource_uri}` names no file; use skill://<name>/<path>"
+        ))
+    })?;
+    let skill = catalog.get(name).ok_or_else(|| {
+        McpError::resource_not_found(
+            format!("no skill named `{name}`"),
+            Some(serde_json::json!({"uri": resource_uri})),
         )
     })?;
-    let skill = catalog
-        .get(name)
-        .ok_or_else(|| McpError::resource_not_found(format!("no skill named `{name}`"), None))?;
     let bytes = skill
         .files
-        .read_bounded(path, MAX_RESOURCE_BYTES)
+        .read_bounded(path, MAX_SERVED_FILE_BYTES)
         .map_err(|e| match e {
-            ReadError::NotFound => {
-                McpError::resource_not_found(format!("skill `{name}` has no file `{path}`"), None)
-            }
+            ReadError::NotFound => McpError::resource_not_found(
+                format!("skill `{name}` has no file `{path}`"),
+                Some(serde_json::json!({"uri": resource_uri})),
+            ),
             other => McpError::invalid_params(
                 format!("cannot read `{path}` in skill `{name}`: {other}"),
                 None,

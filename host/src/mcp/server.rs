@@ -36,6 +36,8 @@ pub struct Server {
     pub options: ServeOptions,
     /// Connected clients, told when the catalog changes.
     peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// Catalog changes, for `subscriptions/listen` streams.
+    changes: tokio::sync::broadcast::Sender<()>,
 }
 
 impl Server {
@@ -44,7 +46,13 @@ impl Server {
             host,
             options,
             peers: Mutex::new(Vec::new()),
+            changes: tokio::sync::broadcast::channel(16).0,
         }
+    }
+
+    /// A receiver of catalog changes.
+    pub fn changes(&self) -> tokio::sync::broadcast::Receiver<()> {
+        self.changes.subscribe()
     }
 
     pub fn register_peer(&self, peer: Peer<RoleServer>) {
@@ -57,6 +65,7 @@ impl Server {
     /// Tells every connected client that tools, resources and prompts may
     /// have changed, forgetting clients that are gone.
     pub async fn broadcast_list_changed(&self) {
+        let _ = self.changes.send(());
         let peers: Vec<Peer<RoleServer>> =
             self.peers.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let mut alive = Vec::with_capacity(peers.len());

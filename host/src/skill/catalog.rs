@@ -22,7 +22,18 @@ impl Catalog {
     /// Discovers and loads every source. Deterministic: the same folders
     /// give the same catalog whatever order they were created in.
     pub fn build(options: &SourceOptions) -> Catalog {
-        Catalog::from_sources(&options.sources())
+        let mut catalog = Catalog::from_sources(&options.sources());
+        catalog.skills.retain(|name, _| options.exposes(name));
+        for name in &options.only {
+            if !catalog.skills.contains_key(name) {
+                catalog.diagnostics.push(Diagnostic::warning(
+                    PathBuf::from(name),
+                    "skill-filter",
+                    format!("--skill {name}: no skill of that name was found"),
+                ));
+            }
+        }
+        catalog
     }
 
     pub fn from_sources(sources: &[Source]) -> Catalog {

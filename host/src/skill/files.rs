@@ -116,6 +116,39 @@ impl SkillDir {
         out.sort();
         out
     }
+
+    /// Every regular file in the folder (recursively, sorted, at most
+    /// `max`, dot-files skipped), relative to the folder.
+    pub fn list_all_files(&self, max: usize) -> Vec<String> {
+        let mut out = Vec::new();
+        walk(&self.dir, "", 0, max, &mut out);
+        out.sort();
+        out
+    }
+
+    /// The direct children of folder `sub` ("" for the skill folder):
+    /// `(name, is_folder)`, sorted, dot-files skipped.
+    pub fn children(&self, sub: &str) -> Result<Vec<(String, bool)>, ReadError> {
+        let listing = if sub.is_empty() {
+            self.dir.entries()
+        } else {
+            self.dir
+                .open_dir(checked_relative(sub)?)
+                .and_then(|d| d.entries())
+        }
+        .map_err(|e| classify(&e))?;
+        let mut out: Vec<(String, bool)> = listing
+            .filter_map(Result::ok)
+            .filter_map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let kind = e.file_type().ok()?;
+                (!name.starts_with('.') && (kind.is_file() || kind.is_dir()))
+                    .then_some((name, kind.is_dir()))
+            })
+            .collect();
+        out.sort();
+        Ok(out)
+    }
 }
 
 fn walk(dir: &Dir, prefix: &str, depth: usize, max: usize, out: &mut Vec<String>) {
@@ -130,7 +163,11 @@ fn walk(dir: &Dir, prefix: &str, depth: usize, max: usize, out: &mut Vec<String>
         if name.starts_with('.') {
             continue;
         }
-        let rel = format!("{prefix}/{name}");
+        let rel = if prefix.is_empty() {
+            name.clone()
+        } else {
+            format!("{prefix}/{name}")
+        };
         match entry.file_type() {
             Ok(t) if t.is_file() => out.push(rel),
             Ok(t) if t.is_dir() => {

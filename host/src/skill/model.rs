@@ -1,6 +1,7 @@
 //! A loaded skill, and loading one folder into it.
 
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use sha2::{Digest, Sha256};
 
@@ -38,7 +39,28 @@ pub struct Skill {
     pub components: Vec<(String, String)>,
     /// Files under `references/` (tier 3), relative to the skill folder.
     pub references: Vec<String>,
+    /// The frontmatter as written (every key), as JSON.
+    pub frontmatter: serde_json::Value,
+    /// Every file the skill serves, with its digest: computed on first use
+    /// (it reads every file) and kept with this catalog's skill.
+    served_files: Arc<OnceLock<Arc<Vec<SkillFile>>>>,
 }
+
+/// One file of a skill, as the Skills extension lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkillFile {
+    /// Relative to the skill folder, `/`-separated.
+    pub path: String,
+    /// `sha256:<hex>` of the bytes served.
+    pub digest: String,
+    pub size: u64,
+}
+
+/// Files listed in one skill's manifest at most.
+pub const MAX_MANIFEST_FILES: usize = 1000;
+/// The largest file served (components included); larger files are left
+/// out of the manifest.
+pub const MAX_SERVED_FILE_BYTES: u64 = 64 * 1024 * 1024;
 
 impl Skill {
     pub fn name(&self) -> &str {
@@ -69,6 +91,30 @@ impl Skill {
     /// A folder renamed or swapped for a symlink since then does not.
     pub fn is_in_place(&self) -> bool {
         self.mount().still_at(&self.dir)
+    }
+
+    /// Every file the skill serves with its digest and size, read through
+    /// the pinned folder. Reads every file the first time: call it off the
+    /// async runtime.
+    pub fn served_files(&self) -> Arc<Vec<SkillFile>> {
+        self.served_files
+            .get_or_init(|| {
+                let files = self
+                    .files
+                    .list_all_files(MAX_MANIFEST_FILES)
+                    .into_iter()
+                    .filter_map(|path| {
+                        let bytes = self.files.read_bounded(&path, MAX_SERVED_FILE_BYTES).ok()?;
+                        Some(SkillFile {
+                            digest: digest(&bytes),
+                            size: bytes.len() as u64,
+                            path,
+                        })
+                    })
+                    .collect();
+                Arc::new(files)
+            })
+            .clone()
     }
 
     pub fn component_digest(&self, rel: &str) -> Option<&str> {
@@ -195,6 +241,8 @@ pub fn load(dir: &Path, source: &Source) -> (Option<Skill>, Vec<Diagnostic>) {
         manifest,
         components,
         references: handle.list_files("references", MAX_REFERENCES),
+        frontmatter: serde_json::to_value(&fm.mapping).unwrap_or_default(),
+        served_files: Arc::default(),
     };
     (Some(skill), diagnostics)
 }

@@ -49,6 +49,10 @@ pub struct SourceOptions {
     pub project: Option<PathBuf>,
     /// The bundled skills folder; `None` skips it.
     pub system: Option<PathBuf>,
+    /// Serve only these skills (`--skill NAME`); empty serves all.
+    pub only: Vec<String>,
+    /// Never serve these skills (`--exclude-skill NAME`).
+    pub exclude: Vec<String>,
 }
 
 impl SourceOptions {
@@ -61,7 +65,15 @@ impl SourceOptions {
             home: std::env::var_os("HOME").map(PathBuf::from),
             project: std::env::current_dir().ok(),
             system: system_skills_dir(),
+            only: Vec::new(),
+            exclude: Vec::new(),
         }
+    }
+
+    /// Whether the user's filters let a skill of this name be served.
+    pub fn exposes(&self, name: &str) -> bool {
+        (self.only.is_empty() || self.only.iter().any(|n| n == name))
+            && !self.exclude.iter().any(|n| n == name)
     }
 
     /// The sources, lowest precedence first. Folders that do not exist are

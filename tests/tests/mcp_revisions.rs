@@ -1,0 +1,362 @@
+//! Both MCP revisions from one server: the 2025-11-25 session style (lazy
+//! tool activation) and the 2026-07-28 stateless style (a fixed, complete
+//! tool list), the Skills extension, the user's filters and protocol errors.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use rmcp::model::{
+    CallToolRequestParams, GetSkillRequestParams, ProtocolVersion,
+    ReadResourceDirectoryRequestParams, ReadResourceRequestParams, ResourceContents,
+};
+use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+use rmcp::transport::StreamableHttpClientTransport;
+use serde_json::json;
+use skillbox_e2e::mcp::{Recorder, call, connect_stdio, text};
+use skillbox_e2e::{examples, repo, skillbox_bin};
+
+struct Server(Child);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `skillbox serve --http` on a free port; returns the server and its URL.
+fn serve_http(args: &[&str]) -> (Server, String) {
+    let mut server = Server(
+        Command::new(skillbox_bin())
+            .args([
+                "serve",
+                "--no-audit",
+                "--http",
+                "127.0.0.1:0",
+                "--workspace",
+                &examples(),
+            ])
+            .args(args)
+            .current_dir(repo())
+            .envs(skillbox_e2e::hermetic_env())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let mut reader = BufReader::new(server.0.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).unwrap() > 0,
+            "serve exited early"
+        );
+        if let Some(url) = line.trim().strip_prefix("skillbox: serving MCP at ") {
+            let url = url.to_string();
+            std::thread::spawn(move || for _ in reader.lines() {});
+            return (server, url);
+        }
+    }
+}
+
+/// A client on the stateless 2026-07-28 revision (`server/discover`).
+async fn connect_stateless(url: &str) -> skillbox_e2e::mcp::Client {
+    Recorder::default()
+        .serve_with_lifecycle(
+            StreamableHttpClientTransport::from_uri(url),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("server/discover")
+}
+
+#[tokio::test]
+async fn the_stateless_revision_lists_every_skill_tool_and_never_varies() {
+    let (_server, url) = serve_http(&[]);
+    let client = connect_stateless(&url).await;
+    let first = client.peer().list_all_tools().await.unwrap();
+    let names: Vec<String> = first.iter().map(|t| t.name.to_string()).collect();
+    for tool in [
+        "log-inspect__grep",
+        "data-peek__query",
+        "web-peek__fetch",
+        "load_skill",
+    ] {
+        assert!(
+            names.contains(&tool.to_string()),
+            "{tool} missing from {names:?}"
+        );
+    }
+    // Callable without load_skill, and loading a skill changes nothing.
+    let grep = call(
+        &client,
+        "log-inspect__grep",
+        json!({"path": "logs/app.log", "pattern": "ERROR"}),
+    )
+    .await;
+    assert_ne!(grep.is_error, Some(true), "{}", text(&grep));
+    call(&client, "load_skill", json!({"name": "data-peek"})).await;
+    let second = client.peer().list_all_tools().await.unwrap();
+    assert_eq!(first, second, "the list varies with requests");
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn filters_and_read_only_mode_shape_what_is_served() {
+    let (_server, url) = serve_http(&[
+        "--skill",
+        "log-inspect",
+        "--skill",
+        "release-check",
+        "--read-only",
+    ]);
+    let client = connect_stateless(&url).await;
+    let names: Vec<String> = client
+        .peer()
+        .list_all_tools()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.to_string())
+        .collect();
+    assert!(
+        names.contains(&"log-inspect__grep".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        !names.iter().any(|n| n.starts_with("data-peek")),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"run_script".to_string()),
+        "read-only serves no scripts: {names:?}"
+    );
+    let script = call(
+        &client,
+        "run_script",
+        json!({"skill": "release-check", "script": "release-check"}),
+    )
+    .await;
+    assert_eq!(script.is_error, Some(true));
+    assert!(text(&script).contains("--read-only"), "{}", text(&script));
+    client.cancel().await.unwrap();
+
+    let (_server, url) = serve_http(&["--exclude-skill", "web-peek"]);
+    let client = connect_stateless(&url).await;
+    let tools = client.peer().list_all_tools().await.unwrap();
+    assert!(!tools.iter().any(|t| t.name.starts_with("web-peek")));
+    assert!(tools.iter().any(|t| t.name.starts_with("data-peek")));
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_skills_extension_publishes_every_file_with_its_digest() {
+    let (client, _) = connect_stdio(&["--no-audit"]).await;
+    let caps = &client.peer_info().unwrap().capabilities;
+    let extensions = serde_json::to_value(&caps.extensions).unwrap();
+    assert_eq!(
+        extensions["io.modelcontextprotocol/skills"],
+        json!({"directoryRead": true})
+    );
+    let skills = client.peer().list_skills(None).await.unwrap().skills;
+    let names: Vec<&str> = skills.iter().map(|s| s.name()).collect();
+    assert_eq!(
+        names,
+        [
+            "data-peek",
+            "log-inspect",
+            "release-check",
+            "report-digest",
+            "web-peek"
+        ]
+    );
+
+    let entry = client
+        .peer()
+        .get_skill(GetSkillRequestParams::new("skill://log-inspect/SKILL.md"))
+        .await
+        .unwrap()
+        .skill;
+    let frontmatter = serde_json::to_value(&entry.frontmatter).unwrap();
+    assert_eq!(frontmatter["license"], "Apache-2.0");
+    assert_eq!(frontmatter["metadata"]["author"], "skillbox");
+    let rmcp::model::SkillResources::Files(files) = &entry.resources else {
+        panic!("a static manifest")
+    };
+    let uris: Vec<&str> = files.iter().map(|f| f.uri.as_str()).collect();
+    for expected in [
+        "skill://log-inspect/SKILL.md",
+        "skill://log-inspect/skillbox.yaml",
+        "skill://log-inspect/tools/text.wasm",
+    ] {
+        assert!(uris.contains(&expected), "{expected} not in {uris:?}");
+    }
+    // Every listed file reads back with the listed digest and size: the
+    // component as a blob, with the digest the audit log records.
+    for file in files {
+        let read = client
+            .peer()
+            .read_resource(ReadResourceRequestParams::new(file.uri.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", file.uri));
+        let bytes = match &read.contents[0] {
+            ResourceContents::TextResourceContents { text, .. } => text.clone().into_bytes(),
+            ResourceContents::BlobResourceContents { blob, .. } => {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD
+                    .decode(blob)
+                    .unwrap()
+            }
+            other => panic!("unexpected contents {other:?}"),
+        };
+        file.verify(&bytes).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let text_wasm = files.iter().find(|f| f.uri.ends_with("text.wasm")).unwrap();
+    let inspected: serde_json::Value = serde_json::from_slice(
+        &Command::new(skillbox_bin())
+            .args(["inspect"])
+            .arg(repo().join("skills/log-inspect/tools/text.wasm"))
+            .envs(skillbox_e2e::hermetic_env())
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    assert_eq!(inspected["digest"], text_wasm.digest);
+
+    let listing = client
+        .peer()
+        .read_resource_directory(ReadResourceDirectoryRequestParams::new(
+            "skill://log-inspect/",
+        ))
+        .await
+        .unwrap();
+    let children: Vec<(String, Option<String>)> = listing
+        .resources
+        .iter()
+        .map(|r| (r.name.clone(), r.mime_type.clone()))
+        .collect();
+    assert!(
+        children.contains(&("references".into(), Some("inode/directory".into()))),
+        "{children:?}"
+    );
+    assert!(
+        children.contains(&("SKILL.md".into(), Some("text/markdown".into()))),
+        "{children:?}"
+    );
+
+    let missing = client
+        .peer()
+        .read_resource(ReadResourceRequestParams::new(
+            "skill://log-inspect/nope.md",
+        ))
+        .await
+        .expect_err("not found");
+    let rmcp::ServiceError::McpError(error) = missing else {
+        panic!("{missing}")
+    };
+    assert_eq!(
+        error.data,
+        Some(json!({"uri": "skill://log-inspect/nope.md"}))
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn an_unknown_tool_is_a_protocol_error_that_teaches() {
+    let (client, _) = connect_stdio(&["--no-audit"]).await;
+    let error = client
+        .peer()
+        .call_tool(CallToolRequestParams::new("grep"))
+        .await
+        .expect_err("unknown");
+    let rmcp::ServiceError::McpError(error) = error else {
+        panic!("{error}")
+    };
+    assert_eq!(error.code.0, -32602);
+    assert!(
+        error.message.contains("<skill>__<function>"),
+        "{}",
+        error.message
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_listen_stream_hears_when_skills_change() {
+    let skills = skillbox_e2e::workspace(&[(
+        "first/SKILL.md",
+        "---\nname: first\ndescription: A skill for the listen test; never for real work.\n---\nBody.\n",
+    )]);
+    let (_server, url) = serve_http(&[
+        "--skills",
+        skills.path().to_str().unwrap(),
+        "--reload-ms",
+        "100",
+    ]);
+    let client = connect_stateless(&url).await;
+    let filter = rmcp::model::SubscriptionFilter::builder()
+        .tools_list_changed()
+        .build();
+    let mut subscription = client
+        .peer()
+        .listen(filter)
+        .await
+        .expect("subscriptions/listen");
+    std::fs::create_dir_all(skills.path().join("second")).unwrap();
+    std::fs::write(
+        skills.path().join("second/SKILL.md"),
+        "---\nname: second\ndescription: Another skill for the listen test; never for real work.\n---\nBody.\n",
+    )
+    .unwrap();
+    let heard = tokio::time::timeout(std::time::Duration::from_secs(30), subscription.next())
+        .await
+        .expect("a notification within the reload poll")
+        .unwrap();
+    assert!(
+        matches!(
+            heard,
+            Some(rmcp::model::ServerNotification::ToolListChangedNotification(_))
+        ),
+        "{heard:?}"
+    );
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn host_warnings_arrive_as_log_messages_at_the_sessions_level() {
+    let (client, recorder) = connect_stdio(&["--no-audit", "--tools", "all"]).await;
+    let args = json!({"url": "http://127.0.0.1:9/never-granted"});
+    let denied = call(&client, "web-peek__fetch", args.clone()).await;
+    assert_eq!(denied.is_error, Some(true));
+    let heard = |recorder: &Recorder| {
+        recorder
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.starts_with("log:skillbox:") && e.contains("denied"))
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while !heard(&recorder) && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert!(heard(&recorder), "{:?}", recorder.events.lock().unwrap());
+    #[allow(deprecated)]
+    client
+        .peer()
+        .set_level(rmcp::model::SetLevelRequestParams::new(
+            rmcp::model::LoggingLevel::Error,
+        ))
+        .await
+        .unwrap();
+    let before = recorder.events.lock().unwrap().len();
+    call(&client, "web-peek__fetch", args).await;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let after: Vec<String> = recorder.events.lock().unwrap()[before..].to_vec();
+    assert!(!after.iter().any(|e| e.starts_with("log:")), "{after:?}");
+    client.cancel().await.unwrap();
+}
