@@ -360,3 +360,100 @@ async fn host_warnings_arrive_as_log_messages_at_the_sessions_level() {
     assert!(!after.iter().any(|e| e.starts_with("log:")), "{after:?}");
     client.cancel().await.unwrap();
 }
+
+#[test]
+fn a_non_loopback_bind_needs_authentication() {
+    let out = Command::new(skillbox_bin())
+        .args(["serve", "--no-audit", "--http", "0.0.0.0:0"])
+        .envs(skillbox_e2e::hermetic_env())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--auth-token-file") && stderr.contains("--insecure-no-auth"),
+        "{stderr}"
+    );
+    let short = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(short.path(), "abc\n").unwrap();
+    let out = Command::new(skillbox_bin())
+        .args([
+            "serve",
+            "--no-audit",
+            "--http",
+            "0.0.0.0:0",
+            "--auth-token-file",
+        ])
+        .arg(short.path())
+        .envs(skillbox_e2e::hermetic_env())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("shorter than 16"));
+}
+
+#[tokio::test]
+async fn a_bearer_token_guards_every_request() {
+    let token_file = tempfile::NamedTempFile::new().unwrap();
+    let token = "s3cret-token-0123456789abcdef";
+    std::fs::write(token_file.path(), format!("{token}\n")).unwrap();
+    let (_server, url) = serve_http(&["--auth-token-file", token_file.path().to_str().unwrap()]);
+    let post = |auth: Option<&str>| {
+        let mut request = reqwest::Client::new()
+            .post(&url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+        if let Some(auth) = auth {
+            request = request.header("authorization", auth);
+        }
+        request.send()
+    };
+    for auth in [None, Some("Bearer wrong-token-0123456789"), Some(token)] {
+        let response = post(auth).await.unwrap();
+        assert_eq!(response.status(), 401, "{auth:?}");
+        assert_eq!(response.headers()["www-authenticate"], "Bearer");
+    }
+    let transport = StreamableHttpClientTransport::from_config(
+        rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig::with_uri(
+            url.as_str(),
+        )
+        .auth_header(token),
+    );
+    let client = Recorder::default()
+        .serve_with_lifecycle(
+            transport,
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("an authenticated client gets in");
+    assert!(!client.peer().list_all_tools().await.unwrap().is_empty());
+    client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn idle_connections_cannot_hold_the_connection_cap() {
+    let (_server, url) = serve_http(&["--max-connections", "2"]);
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    // Two connections that never send a byte take both slots.
+    let _idle: Vec<std::net::TcpStream> = (0..2)
+        .map(|_| std::net::TcpStream::connect(&addr).unwrap())
+        .collect();
+    let started = std::time::Instant::now();
+    let client = connect_stateless(&url).await;
+    assert!(!client.peer().list_all_tools().await.unwrap().is_empty());
+    // Served once the idle ones were dropped (10 s first-byte deadline),
+    // and not before: the cap held.
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_secs(5),
+        "the cap was not reached: {waited:?}"
+    );
+    assert!(waited < std::time::Duration::from_secs(40), "{waited:?}");
+    client.cancel().await.unwrap();
+}

@@ -36,6 +36,17 @@ pub struct ServeArgs {
     /// Accept this browser Origin too (besides loopback ones); for --http.
     #[arg(long, value_name = "ORIGIN")]
     allow_origin: Vec<String>,
+    /// Require `Authorization: Bearer <token>` on every HTTP request, with
+    /// the token in this file; needed to bind a non-loopback address.
+    #[arg(long, value_name = "FILE")]
+    auth_token_file: Option<PathBuf>,
+    /// Serve a non-loopback address without authentication (dangerous:
+    /// anyone who reaches it runs the skills with your grants).
+    #[arg(long)]
+    insecure_no_auth: bool,
+    /// HTTP connections open at once; more wait to be accepted.
+    #[arg(long, value_name = "N", default_value_t = crate::mcp::http_guard::DEFAULT_MAX_CONNECTIONS)]
+    max_connections: usize,
     /// Largest HTTP request body, in bytes.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
@@ -112,10 +123,24 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
                     allowed_hosts: args.allow_host,
                     allowed_origins: args.allow_origin,
                     max_body_bytes: args.max_body_bytes,
+                    auth: args
+                        .auth_token_file
+                        .as_deref()
+                        .map(crate::mcp::http_guard::BearerToken::from_file)
+                        .transpose()
+                        .map_err(CliError::Usage)?,
+                    insecure_no_auth: args.insecure_no_auth,
+                    max_connections: args.max_connections,
                 };
+                if args.insecure_no_auth && !addr.ip().is_loopback() {
+                    eprintln!(
+                        "WARNING: serving {addr} WITHOUT AUTHENTICATION (--insecure-no-auth): anyone \
+                         who can reach this address can run the skills with your grants"
+                    );
+                }
                 let (bound, task) = http::serve(host.clone(), options, shutdown.clone())
                     .await
-                    .map_err(CliError::Other)?;
+                    .map_err(|e| CliError::Usage(format!("{e:#}")))?;
                 let endpoint = format!("http://{bound}/mcp");
                 if show_banner {
                     eprint!("{}", banner::render(&host, &endpoint));

@@ -13,6 +13,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use super::handler::Session;
+use super::http_guard::{BearerToken, CappedListener, require_bearer};
 use super::server::Server;
 
 /// How the HTTP endpoint is exposed.
@@ -24,6 +25,12 @@ pub struct HttpOptions {
     /// Extra browser origins accepted besides loopback ones.
     pub allowed_origins: Vec<String>,
     pub max_body_bytes: usize,
+    /// Every request must carry this bearer token.
+    pub auth: Option<BearerToken>,
+    /// Serve a non-loopback address without authentication anyway.
+    pub insecure_no_auth: bool,
+    /// Connections open at once.
+    pub max_connections: usize,
 }
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -69,6 +76,15 @@ pub async fn serve(
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    if !options.addr.ip().is_loopback() && options.auth.is_none() && !options.insecure_no_auth {
+        anyhow::bail!(
+            "--http {}: refusing to serve a non-loopback address without authentication: anyone \
+             who can reach it could run the skills with your grants. Pass --auth-token-file FILE \
+             (clients send Authorization: Bearer <token>), or bind 127.0.0.1 and put an \
+             authenticating proxy in front; --insecure-no-auth overrides this",
+            options.addr
+        );
+    }
     let listener = tokio::net::TcpListener::bind(options.addr)
         .await
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", options.addr))?;
@@ -82,7 +98,13 @@ pub async fn serve(
         Arc::new(LocalSessionManager::default()),
         config(&bound_options, shutdown.clone()),
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let mut router = axum::Router::new().nest_service("/mcp", service);
+    if let Some(token) = bound_options.auth.clone() {
+        router = router.layer(axum::middleware::from_fn(move |request, next| {
+            require_bearer(token.clone(), request, next)
+        }));
+    }
+    let listener = CappedListener::new(listener, bound_options.max_connections);
     let task = tokio::spawn(async move {
         let server = axum::serve(listener, router).with_graceful_shutdown(async move {
             shutdown.cancelled().await;

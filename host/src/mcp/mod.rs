@@ -13,6 +13,7 @@ mod calls;
 pub mod handler;
 pub mod host_tools;
 pub mod http;
+pub mod http_guard;
 pub mod prompts;
 pub mod reload;
 pub mod resources;

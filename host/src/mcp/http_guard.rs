@@ -1,0 +1,188 @@
+//! What stands in front of the HTTP endpoint: bearer-token authentication,
+//! a cap on open connections, and a deadline for a new connection's first
+//! bytes, so idle or half-open connections cannot pile up and starve real
+//! clients.
+
+use std::io;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::{Request, Response, StatusCode, header};
+use axum::middleware::Next;
+use subtle::ConstantTimeEq;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// Connections open at once by default; more wait to be accepted.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
+/// How long a new connection may take to send its first bytes.
+pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The bearer token every request must carry, compared in constant time.
+#[derive(Clone)]
+pub struct BearerToken(Arc<[u8]>);
+
+/// Never prints the token.
+impl std::fmt::Debug for BearerToken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("BearerToken(…)")
+    }
+}
+
+impl BearerToken {
+    /// Reads the token from a file (surrounding whitespace trimmed); a
+    /// token shorter than 16 characters is refused as guessable.
+    pub fn from_file(path: &std::path::Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("--auth-token-file {}: cannot read it ({e})", path.display()))?;
+        let token = text.trim();
+        if token.len() < 16 {
+            return Err(format!(
+                "--auth-token-file {}: the token is shorter than 16 characters; use a long random one \
+                 (for example: head -c 32 /dev/urandom | base64)",
+                path.display()
+            ));
+        }
+        Ok(BearerToken(token.as_bytes().into()))
+    }
+
+    fn accepts(&self, presented: &[u8]) -> bool {
+        presented.ct_eq(&self.0).into()
+    }
+}
+
+/// Answers 401 unless the request carries `Authorization: Bearer <token>`.
+pub async fn require_bearer(
+    token: BearerToken,
+    request: Request<Body>,
+    next: Next,
+) -> Response<Body> {
+    let presented = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::as_bytes);
+    if presented.is_some_and(|p| token.accepts(p)) {
+        return next.run(request).await;
+    }
+    Response::builder()
+        .status(StatusCode::UNAUTHORIZED)
+        .header(header::WWW_AUTHENTICATE, "Bearer")
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(
+            r#"{"error":"unauthorized: this MCP endpoint needs Authorization: Bearer <token>, the token the server was started with (--auth-token-file)"}"#,
+        ))
+        .expect("a static response")
+}
+
+/// A listener that keeps at most `max` connections open: the next one is
+/// accepted only when one closes.
+pub struct CappedListener {
+    inner: TcpListener,
+    slots: Arc<Semaphore>,
+}
+
+impl CappedListener {
+    pub fn new(inner: TcpListener, max: usize) -> Self {
+        CappedListener {
+            inner,
+            slots: Arc::new(Semaphore::new(max.max(1))),
+        }
+    }
+}
+
+impl axum::serve::Listener for CappedListener {
+    type Io = GuardedStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (GuardedStream, SocketAddr) {
+        let permit = self
+            .slots
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the semaphore is never closed");
+        loop {
+            match self.inner.accept().await {
+                Ok((stream, addr)) => {
+                    let _ = stream.set_nodelay(true);
+                    return (GuardedStream::new(stream, permit), addr);
+                }
+                // Out of file descriptors and the like: wait, then retry.
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.inner.local_addr()
+    }
+}
+
+/// A connection that holds its slot until it closes, and is dropped if it
+/// sends nothing within [`FIRST_BYTE_TIMEOUT`].
+pub struct GuardedStream {
+    stream: TcpStream,
+    _slot: OwnedSemaphorePermit,
+    first_byte: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl GuardedStream {
+    fn new(stream: TcpStream, slot: OwnedSemaphorePermit) -> Self {
+        GuardedStream {
+            stream,
+            _slot: slot,
+            first_byte: Some(Box::pin(tokio::time::sleep(FIRST_BYTE_TIMEOUT))),
+        }
+    }
+}
+
+impl AsyncRead for GuardedStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
+        match &polled {
+            Poll::Ready(Ok(())) if buf.filled().len() > before => self.first_byte = None,
+            Poll::Pending => {
+                if let Some(deadline) = self.first_byte.as_mut()
+                    && deadline.as_mut().poll(cx).is_ready()
+                {
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the client sent nothing in time",
+                    )));
+                }
+            }
+            _ => {}
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for GuardedStream {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
