@@ -99,6 +99,15 @@ fn tokens_reports_each_tier_per_skill() {
         "the resident catalog stays small: {doc}"
     );
     assert_eq!(doc["warnings"], json!([]));
+    // The resident tool list per mode, as the server sends it: the lazy
+    // list is the host tools alone, the full one adds every skill tool.
+    let lazy = doc["resident"]["lazy_2025_11_25"].as_u64().unwrap();
+    let all = doc["resident"]["all_and_2026_07_28"].as_u64().unwrap();
+    assert!(lazy > doc["total"]["tier1"].as_u64().unwrap(), "{doc}");
+    assert!(
+        all > lazy + doc["total"]["tools"].as_u64().unwrap() / 2,
+        "{doc}"
+    );
 
     let table = isolated(&["skills", "tokens"]);
     assert!(

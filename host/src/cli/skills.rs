@@ -273,6 +273,10 @@ fn token_report(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliErr
     let mut warnings = Vec::new();
     let (mut total_tier1, mut total_tools, mut total_body) = (0, 0, 0);
     let mut per_skill = Vec::new();
+    // What the server really sends: its host tools, and every skill tool
+    // the model may use, serialized as in tools/list.
+    let host_tools = crate::mcp::host_tools::definitions(&catalog, false);
+    let mut all_tools = host_tools.clone();
     for skill in catalog.skills() {
         let tier1 = if skill.model_invocable() {
             tokens::count(&catalog_entry(skill))
@@ -288,6 +292,13 @@ fn token_report(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliErr
             })
             .collect();
         let tools_total: usize = tool_costs.iter().map(|(_, n)| n).sum();
+        if skill.model_invocable() {
+            all_tools.extend(
+                skill_tools
+                    .iter()
+                    .map(crate::mcp::host_tools::skill_tool_definition),
+            );
+        }
         let body = tokens::count(&skill.body);
         if body > tokens::BODY_TOKEN_WARNING {
             warnings.push(format!(
@@ -316,11 +327,16 @@ fn token_report(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliErr
             "body": body,
         }));
     }
+    let sent = |tools: &[rmcp::model::Tool]| {
+        tokens::count(&serde_json::to_string(tools).unwrap_or_default())
+    };
+    let (lazy, all) = (sent(&host_tools), sent(&all_tools));
     if as_json {
         print_json(&json!({
             "tokenizer": "o200k_base",
             "skills": per_skill,
             "total": {"tier1": total_tier1, "tools": total_tools, "body": total_body},
+            "resident": {"lazy_2025_11_25": lazy, "all_and_2026_07_28": all},
             "warnings": warnings,
         }));
         return Ok(ExitCode::SUCCESS);
@@ -342,6 +358,21 @@ fn token_report(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliErr
     );
     println!(
         "\ntokens counted with o200k_base; the catalog is resident in every conversation, bodies only on activation"
+    );
+    println!("\nresident tool list, as tools/list sends it:");
+    print_table(
+        &["MODE", "TOKENS"],
+        &[
+            [
+                "--tools lazy on 2025-11-25 (host tools; a skill's tools join after load_skill)"
+                    .to_string(),
+                lazy.to_string(),
+            ],
+            [
+                "--tools all, and every client on 2026-07-28".to_string(),
+                all.to_string(),
+            ],
+        ],
     );
     for w in &warnings {
         println!("warning: {w}");
