@@ -125,3 +125,46 @@ pub fn text(result: &CallToolResult) -> String {
         .map(|t| t.text.clone())
         .unwrap_or_default()
 }
+
+/// A `skillbox serve --http` child process, killed when dropped.
+pub struct HttpServer(pub std::process::Child);
+
+impl Drop for HttpServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts `skillbox serve --no-audit --http 127.0.0.1:0 ARGS…` from the
+/// repository and returns it with the URL it reports.
+pub fn serve_http(args: &[&str]) -> (HttpServer, String) {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut server = HttpServer(
+        Command::new(crate::skillbox_bin())
+            .args(["serve", "--no-audit", "--http", "127.0.0.1:0"])
+            .args(args)
+            .current_dir(crate::repo())
+            .envs(crate::hermetic_env())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn skillbox serve --http"),
+    );
+    let mut reader = BufReader::new(server.0.stderr.take().expect("piped stderr"));
+    let mut line = String::new();
+    loop {
+        line.clear();
+        assert!(
+            reader.read_line(&mut line).expect("read stderr") > 0,
+            "serve exited before listening"
+        );
+        if let Some(url) = line.trim().strip_prefix("skillbox: serving MCP at ") {
+            let url = url.to_string();
+            std::thread::spawn(move || for _ in reader.lines() {});
+            return (server, url);
+        }
+    }
+}

@@ -62,6 +62,25 @@ fn agent(model: &FakeModel, args: &[&str]) -> AgentRun {
     AgentRun { run, state }
 }
 
+/// Runs the agent with testkit and a writable workspace, the model
+/// answering with `replies`; returns the run and the workspace.
+fn agent_writing(model: &FakeModel, task: &str) -> (AgentRun, tempfile::TempDir) {
+    let kit = testkit_skills();
+    let ws = workspace(&[]);
+    let out = agent(
+        model,
+        &[
+            task,
+            "--skills",
+            kit.path().to_str().unwrap(),
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--allow-write",
+        ],
+    );
+    (out, ws)
+}
+
 fn tool_names(request: &Recorded) -> Vec<String> {
     request.body["tools"]
         .as_array()
@@ -368,8 +387,6 @@ fn three_identical_calls_in_a_row_stop_with_exit_6() {
 
 #[test]
 fn a_retried_write_call_is_deduplicated_by_its_idempotency_key() {
-    let kit = testkit_skills();
-    let ws = workspace(&[]);
     let write = r#"{"path": "/workspace/out.txt", "contents": "v1"}"#;
     let model = FakeModel::start(vec![
         openai_calls(&[("c1", "load_skill", r#"{"name": "testkit"}"#)], (10, 5)),
@@ -384,17 +401,7 @@ fn a_retried_write_call_is_deduplicated_by_its_idempotency_key() {
         ),
         openai_answer("written once", (10, 5)),
     ]);
-    let out = agent(
-        &model,
-        &[
-            "write it",
-            "--skills",
-            kit.path().to_str().unwrap(),
-            "--workspace",
-            ws.path().to_str().unwrap(),
-            "--allow-write",
-        ],
-    );
+    let (out, ws) = agent_writing(&model, "write it");
     assert_eq!(out.run.code, 0, "{}", out.run.stderr);
     assert_eq!(
         std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
@@ -612,8 +619,6 @@ fn explicit_invocation_loads_the_skill_up_front() {
 
 #[test]
 fn a_write_repeated_after_another_write_runs_again() {
-    let kit = testkit_skills();
-    let ws = workspace(&[]);
     let a = r#"{"contents": "A", "path": "/workspace/out.txt"}"#;
     let b = r#"{"contents": "B", "path": "/workspace/out.txt"}"#;
     let model = FakeModel::start(vec![
@@ -623,17 +628,7 @@ fn a_write_repeated_after_another_write_runs_again() {
         openai_calls(&[("c4", "testkit__write-file", a)], (10, 5)),
         openai_answer("A, then B, then A again", (10, 5)),
     ]);
-    let out = agent(
-        &model,
-        &[
-            "write A, B, A",
-            "--skills",
-            kit.path().to_str().unwrap(),
-            "--workspace",
-            ws.path().to_str().unwrap(),
-            "--allow-write",
-        ],
-    );
+    let (out, ws) = agent_writing(&model, "write A, B, A");
     assert_eq!(out.run.code, 0, "{}", out.run.stderr);
     assert_eq!(
         std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),

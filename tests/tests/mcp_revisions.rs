@@ -2,8 +2,7 @@
 //! tool activation) and the 2026-07-28 stateless style (a fixed, complete
 //! tool list), the Skills extension, the user's filters and protocol errors.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 
 use rmcp::model::{
     CallToolRequestParams, GetSkillRequestParams, ProtocolVersion,
@@ -12,52 +11,15 @@ use rmcp::model::{
 use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::json;
-use skillbox_e2e::mcp::{Recorder, call, connect_stdio, text};
+use skillbox_e2e::mcp::{HttpServer, Recorder, call, connect_stdio, text};
 use skillbox_e2e::{examples, repo, skillbox_bin};
 
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `skillbox serve --http` on a free port; returns the server and its URL.
-fn serve_http(args: &[&str]) -> (Server, String) {
-    let mut server = Server(
-        Command::new(skillbox_bin())
-            .args([
-                "serve",
-                "--no-audit",
-                "--http",
-                "127.0.0.1:0",
-                "--workspace",
-                &examples(),
-            ])
-            .args(args)
-            .current_dir(repo())
-            .envs(skillbox_e2e::hermetic_env())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut reader = BufReader::new(server.0.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            reader.read_line(&mut line).unwrap() > 0,
-            "serve exited early"
-        );
-        if let Some(url) = line.trim().strip_prefix("skillbox: serving MCP at ") {
-            let url = url.to_string();
-            std::thread::spawn(move || for _ in reader.lines() {});
-            return (server, url);
-        }
-    }
+/// `serve --http` over the sample workspace, with `args`.
+fn serve_http(args: &[&str]) -> (HttpServer, String) {
+    let workspace = examples();
+    let mut all = vec!["--workspace", workspace.as_str()];
+    all.extend_from_slice(args);
+    skillbox_e2e::mcp::serve_http(&all)
 }
 
 /// A client on the stateless 2026-07-28 revision (`server/discover`).

@@ -9,7 +9,7 @@ use std::time::Duration;
 use rmcp::ServiceExt;
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::{Value, json};
-use skillbox_e2e::mcp::{Recorder, call};
+use skillbox_e2e::mcp::{Recorder, call, serve_http};
 use skillbox_e2e::{repo, skillbox_bin};
 
 /// `skillbox serve ARGS…` from the repository, with the test cache.
@@ -72,15 +72,6 @@ impl Drop for Raw {
 }
 
 /// A server process, killed and reaped when dropped.
-struct Server(Child);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[test]
 fn each_bad_line_gets_its_error_and_the_next_is_served() {
     let mut raw = Raw::start();
@@ -128,35 +119,9 @@ fn each_bad_line_gets_its_error_and_the_next_is_served() {
     assert!(pong.get("result").is_some(), "{pong}");
 }
 
-/// `skillbox serve --http 127.0.0.1:0`, and the URL it reports.
-fn start_http() -> (Server, String) {
-    let mut server = Server(
-        serve(&["--no-audit", "--http", "127.0.0.1:0"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap(),
-    );
-    let mut reader = BufReader::new(server.0.stderr.take().unwrap());
-    let mut line = String::new();
-    loop {
-        line.clear();
-        assert!(
-            reader.read_line(&mut line).unwrap() > 0,
-            "serve exited before listening"
-        );
-        if let Some(url) = line.trim().strip_prefix("skillbox: serving MCP at ") {
-            let url = url.to_string();
-            std::thread::spawn(move || for _ in reader.lines() {});
-            return (server, url);
-        }
-    }
-}
-
 #[tokio::test]
 async fn http_serves_a_real_client() {
-    let (_server, url) = start_http();
+    let (_server, url) = serve_http(&[]);
     let transport = StreamableHttpClientTransport::from_uri(url.as_str());
     let client = Recorder::default()
         .serve(transport)
@@ -200,7 +165,7 @@ fn initialize_body() -> Vec<u8> {
 
 #[tokio::test]
 async fn http_checks_host_origin_and_body_size() {
-    let (_server, url) = start_http();
+    let (_server, url) = serve_http(&[]);
     let ok = post(&url, &[], initialize_body()).await;
     assert_eq!(ok.status(), 200);
     assert!(
