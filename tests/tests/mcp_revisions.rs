@@ -419,3 +419,21 @@ async fn idle_connections_cannot_hold_the_connection_cap() {
     assert!(waited < std::time::Duration::from_secs(40), "{waited:?}");
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn sessions_are_capped() {
+    use rmcp::ServiceExt;
+    let (_server, url) = serve_http(&["--max-sessions", "1"]);
+    let session =
+        || Recorder::default().serve(StreamableHttpClientTransport::from_uri(url.as_str()));
+    let first = session().await.expect("the first session opens");
+    assert!(
+        session().await.is_err(),
+        "a second session is refused at the cap"
+    );
+    // Stateless requests need no session and are still served.
+    let stateless = connect_stateless(&url).await;
+    assert!(!stateless.peer().list_all_tools().await.unwrap().is_empty());
+    stateless.cancel().await.unwrap();
+    first.cancel().await.unwrap();
+}

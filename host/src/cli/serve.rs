@@ -47,6 +47,9 @@ pub struct ServeArgs {
     /// HTTP connections open at once; more wait to be accepted.
     #[arg(long, value_name = "N", default_value_t = crate::mcp::http_guard::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// HTTP sessions (2025-11-25 clients) open at once; idle ones end after five minutes.
+    #[arg(long, value_name = "N", default_value_t = crate::mcp::http_guard::DEFAULT_MAX_SESSIONS)]
+    max_sessions: usize,
     /// Largest HTTP request body, in bytes.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
@@ -131,6 +134,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
                         .map_err(CliError::Usage)?,
                     insecure_no_auth: args.insecure_no_auth,
                     max_connections: args.max_connections,
+                    max_sessions: args.max_sessions,
                 };
                 if args.insecure_no_auth && !addr.ip().is_loopback() {
                     eprintln!(

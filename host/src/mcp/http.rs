@@ -8,12 +8,11 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
 use super::handler::Session;
-use super::http_guard::{BearerToken, CappedListener, require_bearer};
+use super::http_guard::{BearerToken, CappedListener, CappedSessions, require_bearer};
 use super::server::Server;
 
 /// How the HTTP endpoint is exposed.
@@ -31,6 +30,8 @@ pub struct HttpOptions {
     pub insecure_no_auth: bool,
     /// Connections open at once.
     pub max_connections: usize,
+    /// 2025-11-25 sessions open at once.
+    pub max_sessions: usize,
 }
 
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -95,7 +96,7 @@ pub async fn serve(
     };
     let service = StreamableHttpService::new(
         move || Ok(Session::new(server.clone())),
-        Arc::new(LocalSessionManager::default()),
+        Arc::new(CappedSessions::new(bound_options.max_sessions)),
         config(&bound_options, shutdown.clone()),
     );
     let mut router = axum::Router::new().nest_service("/mcp", service);

@@ -1,7 +1,7 @@
 //! What stands in front of the HTTP endpoint: bearer-token authentication,
-//! a cap on open connections, and a deadline for a new connection's first
-//! bytes, so idle or half-open connections cannot pile up and starve real
-//! clients.
+//! a cap on open connections, a deadline for a new connection's first
+//! bytes, and a cap on sessions, so idle or half-open connections and
+//! session floods cannot pile up and starve real clients.
 
 use std::io;
 use std::net::SocketAddr;
@@ -13,6 +13,13 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, Response, StatusCode, header};
 use axum::middleware::Next;
+use futures::Stream;
+use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::transport::common::server_side_http::ServerSseMessage;
+use rmcp::transport::streamable_http_server::session::local::{
+    LocalSessionManager, LocalSessionManagerError,
+};
+use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 use subtle::ConstantTimeEq;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -184,5 +191,98 @@ impl AsyncWrite for GuardedStream {
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
+}
+
+/// Sessions (2025-11-25) open at once by default.
+pub const DEFAULT_MAX_SESSIONS: usize = 1024;
+
+/// rmcp's in-memory sessions with a cap: a client that would open one more
+/// is refused until another session ends (sessions idle for five minutes
+/// end by themselves), so a flood of sessions cannot grow memory without
+/// bound.
+pub struct CappedSessions {
+    inner: LocalSessionManager,
+    max: usize,
+}
+
+impl CappedSessions {
+    pub fn new(max: usize) -> Self {
+        CappedSessions {
+            inner: LocalSessionManager::default(),
+            max: max.max(1),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SessionLimitError {
+    #[error(
+        "the server has {max} open sessions, its limit (--max-sessions); close an unused session \
+         or retry after one ends"
+    )]
+    Full { max: usize },
+    #[error(transparent)]
+    Inner(#[from] LocalSessionManagerError),
+}
+
+type SessionResult<T> = Result<T, SessionLimitError>;
+
+impl SessionManager for CappedSessions {
+    type Error = SessionLimitError;
+    type Transport = <LocalSessionManager as SessionManager>::Transport;
+
+    async fn create_session(&self) -> SessionResult<(SessionId, Self::Transport)> {
+        if self.inner.sessions.read().await.len() >= self.max {
+            return Err(SessionLimitError::Full { max: self.max });
+        }
+        Ok(self.inner.create_session().await?)
+    }
+
+    async fn initialize_session(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> SessionResult<ServerJsonRpcMessage> {
+        Ok(self.inner.initialize_session(id, message).await?)
+    }
+
+    async fn has_session(&self, id: &SessionId) -> SessionResult<bool> {
+        Ok(self.inner.has_session(id).await?)
+    }
+
+    async fn close_session(&self, id: &SessionId) -> SessionResult<()> {
+        Ok(self.inner.close_session(id).await?)
+    }
+
+    async fn create_stream(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> SessionResult<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static> {
+        Ok(self.inner.create_stream(id, message).await?)
+    }
+
+    async fn accept_message(
+        &self,
+        id: &SessionId,
+        message: ClientJsonRpcMessage,
+    ) -> SessionResult<()> {
+        Ok(self.inner.accept_message(id, message).await?)
+    }
+
+    async fn create_standalone_stream(
+        &self,
+        id: &SessionId,
+    ) -> SessionResult<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static> {
+        Ok(self.inner.create_standalone_stream(id).await?)
+    }
+
+    async fn resume(
+        &self,
+        id: &SessionId,
+        last_event_id: String,
+    ) -> SessionResult<impl Stream<Item = ServerSseMessage> + Send + Sync + 'static> {
+        Ok(self.inner.resume(id, last_event_id).await?)
     }
 }
