@@ -10,7 +10,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 use super::audit::{AuditLog, Record, now_rfc3339};
-use crate::sandbox::{DiskCache, Sandbox, SandboxError};
+use crate::sandbox::{LoadedComponent, Sandbox, SandboxError};
 use crate::skill::policy::{self, HostState, LimitOverrides, UserPolicy};
 use crate::skill::tools::{self, SkillTool};
 use crate::skill::{Catalog, Skill, SourceOptions};
@@ -34,6 +34,9 @@ struct ResolvedTools {
     digest: String,
     components: Vec<(String, String)>,
     tools: Arc<Vec<SkillTool>>,
+    /// Script components by script name, compiled with the tools so a
+    /// script run neither reads nor hashes its file again.
+    scripts: Vec<(String, Arc<LoadedComponent>)>,
     /// Why some of the skill's code could not be served (a component
     /// that changed, does not compile, …), for the error a caller sees.
     problems: Vec<String>,
@@ -102,7 +105,9 @@ impl Host {
                 path: skill.dir.clone(),
             });
         }
-        if let Some(cache) = DiskCache::default_location() {
+        // The cache this host really loads from, which may not be the
+        // default location.
+        if let Some(cache) = self.sandbox.cache() {
             out.push(HostState {
                 what: "the compiled-code cache".into(),
                 path: cache.dir().to_path_buf(),
@@ -166,23 +171,34 @@ impl Host {
         {
             return hit.tools.clone();
         }
-        let (tools, diags) = tools::resolve(skill, &self.sandbox);
+        let resolution = tools::resolve(skill, &self.sandbox);
         let mut problems = Vec::new();
-        for d in diags.iter().filter(|d| d.is_error()) {
+        for d in resolution.diagnostics.iter().filter(|d| d.is_error()) {
             tracing::warn!("{d}");
             problems.push(d.message.clone());
         }
-        let tools = Arc::new(tools);
+        let tools = Arc::new(resolution.tools);
         self.lock_resolved().insert(
             skill.name().to_string(),
             ResolvedTools {
                 digest: skill.digest.clone(),
                 components: skill.components.clone(),
                 tools: tools.clone(),
+                scripts: resolution.scripts,
                 problems,
             },
         );
         tools
+    }
+
+    /// The compiled component of a skill's script (resolving the skill's
+    /// code first if needed; call it off the async runtime).
+    pub fn script_of(&self, skill: &Skill, script: &str) -> Option<Arc<LoadedComponent>> {
+        self.tools_of(skill);
+        self.lock_resolved()
+            .get(skill.name())
+            .and_then(|r| r.scripts.iter().find(|(name, _)| name == script))
+            .map(|(_, component)| component.clone())
     }
 
     /// Why the skill's last resolution could not serve all of its code.

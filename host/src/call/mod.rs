@@ -26,7 +26,7 @@ pub use host::{CallRecord, Host, HostOptions, json_size, state_dir};
 
 use crate::sandbox::{NetRequest, SandboxError, ScriptOutcome, SideEffect, Usage};
 use crate::skill::policy;
-use crate::skill::tools::{self, SkillTool, split_tool_name};
+use crate::skill::tools::{SkillTool, split_tool_name};
 use crate::skill::{Effect, Skill};
 
 /// The audit log's tool name for script runs.
@@ -459,13 +459,18 @@ impl Host {
                         },
                     });
                 };
-                let (sandbox, loader_skill, rel) =
-                    (self.sandbox.clone(), skill.clone(), spec.component.clone());
+                let (host, loader_skill, name) = (self.clone(), skill.clone(), script.clone());
                 let component =
-                    tokio::task::spawn_blocking(move || tools::load(&loader_skill, &rel, &sandbox))
+                    tokio::task::spawn_blocking(move || host.script_of(&loader_skill, &name))
                         .await
                         .map_err(|_| SandboxError::Host("the loader stopped".into()))?
-                        .map_err(|e| SandboxError::Load(e.to_string()))?;
+                        .ok_or_else(|| CallError::Unavailable {
+                            name: format!("{}/{script}", skill.name()),
+                            why: format!(
+                                "its component could not be loaded: {}",
+                                self.problems_of(skill.name()).join("; ")
+                            ),
+                        })?;
                 Ok(Prepared {
                     skill,
                     tool: None,

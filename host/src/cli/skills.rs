@@ -195,8 +195,7 @@ pub fn check_folder(dir: &Path, sandbox: &Sandbox) -> Vec<Diagnostic> {
     };
     let (skill, mut diags) = model::load(dir, &source);
     if let Some(skill) = skill {
-        let (_, tool_diags) = tools::resolve(&skill, sandbox);
-        diags.extend(tool_diags);
+        diags.extend(tools::resolve(&skill, sandbox).diagnostics);
         if let Some(manifest) = &skill.manifest {
             let mut limits = crate::sandbox::Limits::default();
             let ceilings = crate::skill::policy::Ceilings::default();
@@ -283,7 +282,7 @@ fn token_report(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliErr
         } else {
             0
         };
-        let (skill_tools, _) = tools::resolve(skill, &sandbox);
+        let skill_tools = tools::resolve(skill, &sandbox).tools;
         let tool_costs: Vec<(String, usize)> = skill_tools
             .iter()
             .map(|t| {

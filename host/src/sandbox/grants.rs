@@ -31,10 +31,6 @@ impl PinnedDir {
         Ok(PinnedDir::new(Arc::new(dir), path.to_path_buf()))
     }
 
-    pub fn dir(&self) -> &Arc<Dir> {
-        &self.dir
-    }
-
     /// The path wasmtime-wasi opens for the preopen. On Linux this is the
     /// open handle itself (`/proc/self/fd/N`), which resolves to the pinned
     /// folder and never to whatever now sits at its old path.

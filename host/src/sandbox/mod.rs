@@ -78,6 +78,11 @@ impl Sandbox {
         })
     }
 
+    /// The compiled-code cache this sandbox loads native code from, if any.
+    pub fn cache(&self) -> Option<&DiskCache> {
+        self.cache.as_ref()
+    }
+
     pub fn engine(&self) -> &wasmtime::Engine {
         self.engine.engine()
     }

@@ -40,25 +40,32 @@ pub fn split_tool_name(name: &str) -> Option<(&str, &str)> {
     name.split_once("__")
 }
 
-/// Compiles (or loads from cache) a skill's tool components and derives its
-/// tools. Diagnostics name what in the manifest does not match the code.
-pub fn resolve(skill: &Skill, sandbox: &Sandbox) -> (Vec<SkillTool>, Vec<Diagnostic>) {
-    let mut tools = Vec::new();
-    let mut diags = Vec::new();
+/// A skill's code, loaded: its tools, its scripts' components by script
+/// name, and what in the manifest does not match the code.
+#[derive(Debug, Default)]
+pub struct Resolution {
+    pub tools: Vec<SkillTool>,
+    pub scripts: Vec<(String, Arc<LoadedComponent>)>,
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+/// Compiles (or loads from cache) a skill's tool and script components and
+/// derives its tools. Diagnostics name what in the manifest does not match
+/// the code.
+pub fn resolve(skill: &Skill, sandbox: &Sandbox) -> Resolution {
+    let mut resolution = Resolution::default();
+    let Resolution {
+        tools,
+        scripts,
+        diagnostics: diags,
+    } = &mut resolution;
     let manifest_path = skill.dir.join(MANIFEST_FILE);
     let Some(manifest) = &skill.manifest else {
-        return (tools, diags);
+        return resolution;
     };
     for entry in &manifest.tools {
         match load(skill, &entry.component, sandbox) {
-            Ok(component) => tools_of(
-                skill,
-                entry,
-                component,
-                &manifest_path,
-                &mut tools,
-                &mut diags,
-            ),
+            Ok(component) => tools_of(skill, entry, component, &manifest_path, tools, diags),
             Err(message) => {
                 diags.push(Diagnostic::error(&manifest_path, "component-load", message))
             }
@@ -75,13 +82,13 @@ pub fn resolve(skill: &Skill, sandbox: &Sandbox) -> (Vec<SkillTool>, Vec<Diagnos
                     script.component
                 ),
             )),
-            Ok(_) => {}
+            Ok(component) => scripts.push((script.name(), component)),
             Err(message) => {
                 diags.push(Diagnostic::error(&manifest_path, "component-load", message))
             }
         }
     }
-    (tools, diags)
+    resolution
 }
 
 /// Loads a component from inside the skill folder, through the folder
