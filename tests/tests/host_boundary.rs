@@ -926,3 +926,69 @@ async fn load_skill_reports_clamped_limits() {
     assert!(body.contains("clamped to the ceiling 60000 ms"), "{body}");
     client.cancel().await.unwrap();
 }
+
+// The Skills extension's directory listing stays inside the skill: `..`
+// and a symlinked folder leading out are refused.
+#[tokio::test]
+async fn directory_reads_never_leave_the_skill() {
+    let skills = tempfile::tempdir().unwrap();
+    testbed_skill(skills.path(), "lister", "", LIST_DIR, "");
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "no").unwrap();
+    std::os::unix::fs::symlink(outside.path(), skills.path().join("lister/linked")).unwrap();
+    let (client, _) = connect_stdio(&["--no-audit", "--skills", arg(skills.path())]).await;
+    for uri in [
+        "skill://lister/..",
+        "skill://lister/../..",
+        "skill://lister/linked",
+    ] {
+        let listed = client
+            .peer()
+            .read_resource_directory(rmcp::model::ReadResourceDirectoryRequestParams::new(uri))
+            .await;
+        assert!(listed.is_err(), "{uri} was listed: {listed:?}");
+    }
+    let root = client
+        .peer()
+        .read_resource_directory(rmcp::model::ReadResourceDirectoryRequestParams::new(
+            "skill://lister/",
+        ))
+        .await
+        .unwrap();
+    let names: Vec<&str> = root.resources.iter().map(|r| r.name.as_str()).collect();
+    assert!(
+        names.contains(&"SKILL.md") && !names.contains(&"secret.txt"),
+        "{names:?}"
+    );
+    client.cancel().await.unwrap();
+}
+
+// Read-only mode refuses a write tool even when called by name.
+#[tokio::test]
+async fn read_only_mode_refuses_write_tools() {
+    let kit = skillbox_e2e::testkit_skills();
+    let ws = workspace(&[]);
+    let (client, _) = connect_stdio(&[
+        "--no-audit",
+        "--tools",
+        "all",
+        "--read-only",
+        "--skills",
+        arg(kit.path()),
+        "--workspace",
+        arg(ws.path()),
+    ])
+    .await;
+    let listed = client.peer().list_all_tools().await.unwrap();
+    assert!(!listed.iter().any(|t| t.name == "testkit__write-file"));
+    let write = call(
+        &client,
+        "testkit__write-file",
+        json!({"path": "/workspace/x", "contents": "y"}),
+    )
+    .await;
+    assert_eq!(write.is_error, Some(true));
+    assert!(text(&write).contains("--read-only"), "{}", text(&write));
+    assert!(!ws.path().join("x").exists());
+    client.cancel().await.unwrap();
+}
