@@ -3,21 +3,49 @@
 
 use std::sync::{Arc, Mutex};
 
-use rmcp::model::{CallToolRequestParams, CallToolResult, ProgressNotificationParam};
-use rmcp::service::{NotificationContext, RoleClient, RunningService};
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ElicitRequestParams,
+    ElicitResult, ElicitationAction, ProgressNotificationParam,
+};
+use rmcp::service::{NotificationContext, RequestContext, RoleClient, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, ServiceExt};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-/// Notifications received, in order, by name.
+/// Notifications received, in order, by name; and how this client answers
+/// a confirmation question.
 #[derive(Clone, Default)]
 pub struct Recorder {
     pub events: Arc<Mutex<Vec<String>>>,
     pub changed: Arc<Notify>,
+    /// `Some(yes)`: declare elicitation and answer every question so;
+    /// `None`: declare no elicitation.
+    pub confirm: Option<bool>,
+    /// Declare the tasks extension.
+    pub tasks: bool,
 }
 
 impl Recorder {
+    /// A client that can be asked, answering `yes` or no.
+    pub fn answering(yes: bool) -> Self {
+        Recorder {
+            confirm: Some(yes),
+            ..Recorder::default()
+        }
+    }
+
+    /// The messages of the questions this client was asked.
+    pub fn questions(&self) -> Vec<String> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e.strip_prefix("elicit:").map(String::from))
+            .collect()
+    }
+
     pub fn count(&self, name: &str) -> usize {
         self.events
             .lock()
@@ -48,6 +76,35 @@ impl Recorder {
 }
 
 impl ClientHandler for Recorder {
+    fn get_info(&self) -> ClientConfig {
+        let mut config = ClientConfig::default();
+        if self.confirm.is_some() {
+            config.capabilities.elicitation = Some(Default::default());
+        }
+        if self.tasks {
+            config.capabilities.extensions = ClientCapabilities::builder()
+                .enable_tasks()
+                .build()
+                .extensions;
+        }
+        config
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = &request {
+            self.push(&format!("elicit:{message}"));
+        }
+        Ok(match self.confirm {
+            Some(yes) => ElicitResult::new(ElicitationAction::Accept)
+                .with_content(serde_json::json!({"approve": yes})),
+            None => ElicitResult::new(ElicitationAction::Decline),
+        })
+    }
+
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.push("tools/list_changed");
     }
@@ -86,6 +143,11 @@ pub type Client = RunningService<RoleClient, Recorder>;
 
 /// Starts `skillbox serve ARGS…` and connects to it over stdio.
 pub async fn connect_stdio(args: &[&str]) -> (Client, Recorder) {
+    connect_stdio_as(Recorder::default(), args).await
+}
+
+/// Starts `skillbox serve ARGS…` and connects `recorder` to it over stdio.
+pub async fn connect_stdio_as(recorder: Recorder, args: &[&str]) -> (Client, Recorder) {
     let mut cmd = tokio::process::Command::new(crate::skillbox_bin());
     cmd.arg("serve")
         .args(args)
@@ -95,13 +157,28 @@ pub async fn connect_stdio(args: &[&str]) -> (Client, Recorder) {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("spawn skillbox serve");
-    let recorder = Recorder::default();
     let client = recorder
         .clone()
         .serve(transport)
         .await
         .expect("MCP handshake");
     (client, recorder)
+}
+
+/// A client on the stateless 2026-07-28 revision (`server/discover`) at
+/// `url`.
+pub async fn connect_stateless(recorder: Recorder, url: &str) -> Client {
+    use rmcp::model::ProtocolVersion;
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    recorder
+        .serve_with_lifecycle(
+            rmcp::transport::StreamableHttpClientTransport::from_uri(url),
+            ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        )
+        .await
+        .expect("server/discover")
 }
 
 /// Calls a tool with JSON object arguments.
@@ -136,14 +213,20 @@ impl Drop for HttpServer {
     }
 }
 
-/// Starts `skillbox serve --no-audit --http 127.0.0.1:0 ARGS…` from the
+/// Starts `skillbox serve --http 127.0.0.1:0 ARGS…` (without an audit log
+/// unless ARGS name one) from the
 /// repository and returns it with the URL it reports.
 pub fn serve_http(args: &[&str]) -> (HttpServer, String) {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     let mut server = HttpServer(
         Command::new(crate::skillbox_bin())
-            .args(["serve", "--no-audit", "--http", "127.0.0.1:0"])
+            .args(["serve", "--http", "127.0.0.1:0"])
+            .args(if args.contains(&"--audit") {
+                None
+            } else {
+                Some("--no-audit")
+            })
             .args(args)
             .current_dir(crate::repo())
             .envs(crate::hermetic_env())

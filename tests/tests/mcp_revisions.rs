@@ -22,17 +22,8 @@ fn serve_http(args: &[&str]) -> (HttpServer, String) {
     skillbox_e2e::mcp::serve_http(&all)
 }
 
-/// A client on the stateless 2026-07-28 revision (`server/discover`).
 async fn connect_stateless(url: &str) -> skillbox_e2e::mcp::Client {
-    Recorder::default()
-        .serve_with_lifecycle(
-            StreamableHttpClientTransport::from_uri(url),
-            ClientLifecycleMode::Discover {
-                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-            },
-        )
-        .await
-        .expect("server/discover")
+    skillbox_e2e::mcp::connect_stateless(Recorder::default(), url).await
 }
 
 #[tokio::test]

@@ -26,6 +26,8 @@ pub struct HostOptions {
     pub max_concurrency: usize,
     /// Serve only `read` tools (no writes, no scripts; workspace read-only).
     pub read_only: bool,
+    /// Which of a model's calls need the user's confirmation first.
+    pub confirm: super::ConfirmPolicy,
 }
 
 /// A skill's resolved tools, valid while its digests are unchanged.

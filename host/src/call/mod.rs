@@ -12,6 +12,7 @@
 //! into a [`Target`] and a [`Caller`], and the reply back.
 
 pub mod audit;
+pub mod confirm;
 mod host;
 pub mod redact;
 
@@ -22,6 +23,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
+pub use confirm::{Approval, ConfirmPolicy, Question};
 pub use host::{CallRecord, Host, HostOptions, json_size, state_dir};
 
 use crate::sandbox::{NetRequest, SandboxError, ScriptOutcome, SideEffect, Usage};
@@ -53,6 +55,8 @@ pub struct Caller {
     pub client: Option<String>,
     pub idempotency_key: Option<String>,
     pub access: Access,
+    /// The user's answer to a confirmation question, if one was asked.
+    pub approval: Approval,
 }
 
 /// The invocation policy a caller is held to.
@@ -70,6 +74,14 @@ pub enum Access {
         loaded: BTreeSet<String>,
         user_invoked: BTreeSet<String>,
     },
+}
+
+/// A call before it runs: see [`Host::preview`].
+#[derive(Debug, Clone)]
+pub struct Preview {
+    pub question: Option<Question>,
+    /// The call's wall-clock limit.
+    pub timeout: std::time::Duration,
 }
 
 /// A finished call.
@@ -134,6 +146,24 @@ pub enum CallError {
          only tools declared `read`. Use a read tool, or ask the user."
     )]
     ReadOnly { what: String },
+    #[error(
+        "{what} needs the user's confirmation before it runs (it is declared {class}, and the \
+         user's policy is --confirm {policy}), and this client cannot ask the user: it declared \
+         no elicitation support. Nothing ran. Tell the user what you wanted to do; they can \
+         approve it from a client that asks, or choose another --confirm policy.",
+        class = question.class.as_str(),
+        what = question.what,
+        policy = policy.as_str()
+    )]
+    NeedsConfirmation {
+        question: Box<Question>,
+        policy: ConfirmPolicy,
+    },
+    #[error(
+        "the user declined {what}; nothing ran. Do not call it again with the same arguments; \
+         ask the user how to go on."
+    )]
+    Declined { what: String },
     #[error("{error}")]
     Sandbox {
         error: SandboxError,
@@ -151,6 +181,8 @@ impl CallError {
             CallError::NotLoaded { .. }
             | CallError::UserOnly { .. }
             | CallError::ReadOnly { .. } => "refused",
+            CallError::NeedsConfirmation { .. } => "unconfirmed",
+            CallError::Declined { .. } => "declined",
             CallError::Moved { .. } => "moved",
             CallError::Unavailable { .. } => "unavailable",
             CallError::Sandbox { error, .. } => error.code(),
@@ -244,11 +276,33 @@ impl Host {
             }
         };
         let skill = &prepared.skill;
-        let mut resolved = policy::grants(skill, &self.options.policy, prepared.effect);
-        if self.options.read_only
-            && let Some(workspace) = &mut resolved.grants.workspace
-        {
-            workspace.writable = false;
+        let resolved = self.grants_of(&prepared);
+        let record = CallRecord {
+            client: caller.client.clone(),
+            tool: &label,
+            skill: Some(skill),
+            component: Some((&prepared.component_path, &prepared.component.digest)),
+            grants: Some(resolved.grants.summary()),
+            argument_bytes,
+            idempotency_key: caller.idempotency_key.clone(),
+        };
+        if let Some(question) = self.question(caller, &prepared, &target, &resolved.grants) {
+            let refusal = match &caller.approval {
+                Approval::Approved(digest) if *digest == question.digest => None,
+                Approval::Declined(digest) if *digest == question.digest => {
+                    Some(CallError::Declined {
+                        what: question.what.clone(),
+                    })
+                }
+                _ => Some(CallError::NeedsConfirmation {
+                    question: Box::new(question),
+                    policy: self.options.confirm,
+                }),
+            };
+            if let Some(refusal) = refusal {
+                self.record(&record, refusal.code(), started, None, &[]);
+                return Err(refusal);
+            }
         }
         let (limits, clamped) = policy::limits(
             skill,
@@ -265,15 +319,6 @@ impl Host {
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_str())),
         );
-        let record = CallRecord {
-            client: caller.client.clone(),
-            tool: &label,
-            skill: Some(skill),
-            component: Some((&prepared.component_path, &prepared.component.digest)),
-            grants: Some(resolved.grants.summary()),
-            argument_bytes,
-            idempotency_key: caller.idempotency_key.clone(),
-        };
         let run = async {
             let _slot = self.call_slot().await?;
             match target {
@@ -345,6 +390,69 @@ impl Host {
                 notes,
             }),
         }
+    }
+
+    /// What a caller should know before `target` runs: the question the
+    /// user must answer, if the confirmation policy asks for one, and how
+    /// long the call may run. `None` when the call would be refused anyway:
+    /// [`Host::call`] then says why.
+    pub async fn preview(self: &Arc<Self>, caller: &Caller, target: &Target) -> Option<Preview> {
+        let prepared = self.prepare(caller, target).await.ok()?;
+        let resolved = self.grants_of(&prepared);
+        let (limits, _) = policy::limits(
+            &prepared.skill,
+            prepared.class,
+            &self.options.policy,
+            &self.options.overrides,
+        );
+        Some(Preview {
+            question: self.question(caller, &prepared, target, &resolved.grants),
+            timeout: limits.timeout,
+        })
+    }
+
+    /// A model's calls of a class the policy confirms need the user's yes;
+    /// the user's own calls (the command line) do not.
+    fn question(
+        &self,
+        caller: &Caller,
+        prepared: &Prepared,
+        target: &Target,
+        grants: &crate::sandbox::Grants,
+    ) -> Option<Question> {
+        if matches!(caller.access, Access::User) || !self.options.confirm.needs(prepared.class) {
+            return None;
+        }
+        let (what, arguments) = match target {
+            Target::Tool { name, arguments } => (name.clone(), arguments.clone()),
+            Target::Script {
+                skill,
+                script,
+                args,
+                stdin,
+            } => (
+                format!("{SCRIPT_LABEL} {skill}/{script}"),
+                json!({"args": args, "stdin": String::from_utf8_lossy(stdin)}),
+            ),
+        };
+        Some(Question::new(
+            what,
+            prepared.class,
+            arguments,
+            grants.summary(),
+            &prepared.component.digest,
+        ))
+    }
+
+    /// The grants a prepared call runs with.
+    fn grants_of(&self, prepared: &Prepared) -> policy::Resolved {
+        let mut resolved = policy::grants(&prepared.skill, &self.options.policy, prepared.effect);
+        if self.options.read_only
+            && let Some(workspace) = &mut resolved.grants.workspace
+        {
+            workspace.writable = false;
+        }
+        resolved
     }
 
     /// Resolve, invocation policy, folder check and component load.

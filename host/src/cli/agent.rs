@@ -106,6 +106,8 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         tools_mode: ToolsMode::Lazy,
         output_budget: DEFAULT_OUTPUT_BUDGET,
         reload_interval: None,
+        task_after: crate::mcp::tasks::DEFAULT_TASK_AFTER,
+        task_ttl: crate::mcp::tasks::DEFAULT_TASK_TTL,
     };
     // The sandbox's own limit answers first, with the clearer message; the
     // client-side deadline is the backstop.
@@ -131,9 +133,12 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         let host = Arc::new(Host::new(host_options, sandbox, audit).map_err(CliError::Usage)?);
         let catalog = host.catalog();
         let (task, invoked) = explicit_invocation(&catalog, &args.task)?;
-        let hub = ToolHub::connect(Arc::new(Server::new(host, serve)), config.as_ref())
-            .await
-            .map_err(CliError::Usage)?;
+        let hub = ToolHub::connect(
+            Arc::new(Server::new(host, serve).map_err(|e| CliError::Other(e.into()))?),
+            config.as_ref(),
+        )
+        .await
+        .map_err(CliError::Usage)?;
         // The user invoked this skill: say so to the session (as a client
         // does by fetching the skill's prompt), so that a skill the model
         // may not pick on its own can still run its tools in this run.

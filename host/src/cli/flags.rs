@@ -167,6 +167,7 @@ impl SandboxFlags {
             overrides: self.overrides(),
             max_concurrency,
             read_only: self.read_only,
+            confirm: crate::call::ConfirmPolicy::Never,
         })
     }
 

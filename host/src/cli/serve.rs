@@ -24,6 +24,20 @@ pub struct ServeArgs {
     sources: SourceFlags,
     #[command(flatten)]
     sandbox: SandboxFlags,
+    /// Which of the model's calls the user confirms first: destructive
+    /// tools, write and destructive tools and scripts, or none. The client
+    /// is asked (elicitation, or an input_required result on 2026-07-28);
+    /// a client that cannot ask gets an error and nothing runs.
+    #[arg(long, value_enum, default_value = "destructive")]
+    confirm: crate::call::ConfirmPolicy,
+    /// A call still running after this many milliseconds becomes a task
+    /// (for clients that declare the tasks extension); 0 makes every
+    /// skill tool call and script run a task.
+    #[arg(long, value_name = "MS", default_value_t = crate::mcp::tasks::DEFAULT_TASK_AFTER.as_millis() as u64)]
+    task_after_ms: u64,
+    /// How long a task and its result are kept, in seconds.
+    #[arg(long, value_name = "SECS", default_value_t = crate::mcp::tasks::DEFAULT_TASK_TTL.as_secs())]
+    task_ttl_secs: u64,
     /// List skill tools after load_skill (lazy) or all up front (all).
     #[arg(long, value_enum, default_value = "lazy")]
     tools: ToolsMode,
@@ -74,9 +88,10 @@ pub struct ServeArgs {
 }
 
 pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
-    let host_options = args
+    let mut host_options = args
         .sandbox
         .host_options(args.sources.options(), args.max_concurrency)?;
+    host_options.confirm = args.confirm;
     let http_addr = args
         .http
         .as_deref()
@@ -101,13 +116,15 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         tools_mode: args.tools,
         output_budget: args.output_budget.max(1024),
         reload_interval: (args.reload_ms > 0).then(|| Duration::from_millis(args.reload_ms)),
+        task_after: Duration::from_millis(args.task_after_ms),
+        task_ttl: Duration::from_secs(args.task_ttl_secs.max(1)),
     };
     let runtime = runtime()?;
     runtime.block_on(async move {
         let sandbox = Arc::new(Sandbox::new()?);
         let baseline = reload::fingerprint_sources(&host_options.sources);
         let host = Arc::new(Host::new(host_options, sandbox, audit).map_err(CliError::Usage)?);
-        let host = Arc::new(Server::new(host, options));
+        let host = Arc::new(Server::new(host, options).map_err(|e| CliError::Other(e.into()))?);
         if let Some(interval) = host.options.reload_interval {
             tokio::spawn(reload::watch(host.clone(), interval, baseline));
         }

@@ -6,28 +6,30 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams,
-    CompleteResult, DiscoverResult, GetPromptRequestParams, GetPromptResponse,
-    GetSkillRequestParams, GetSkillResult, Implementation, ListPromptsResult,
-    ListResourceTemplatesResult, ListResourcesResult, ListSkillsResult, ListToolsResult,
-    LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams,
-    ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult, ReadResourceRequestParams,
-    ReadResourceResponse, ServerCapabilities, ServerConfig, SetLevelRequestParams,
-    SubscriptionFilter,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    CompleteRequestParams, CompleteResult, DiscoverResult, GetPromptRequestParams,
+    GetPromptResponse, GetSkillRequestParams, GetSkillResult, GetTaskParams, GetTaskResult,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListSkillsResult, ListToolsResult, LoggingLevel, LoggingMessageNotificationParam,
+    PaginatedRequestParams, ReadResourceDirectoryRequestParams, ReadResourceDirectoryResult,
+    ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig,
+    SetLevelRequestParams, SubscriptionFilter, UpdateTaskParams,
 };
 use rmcp::service::{NotificationContext, RequestContext, RoleServer, SubscriptionContext};
-use serde_json::{Map, Value};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
-use super::calls::{ProgressSink, client_name, idempotency_key, with_progress};
+use super::calls::{ProgressSink, client_name, idempotency_key};
+use super::confirm::{self, Asked};
 use super::host_tools::{self, LOAD_SKILL, READ_SKILL_FILE, RUN_SCRIPT, with_notes};
 use super::server::{Server, ToolsMode};
 use super::{prompts, resources, results, skills_ext};
-use crate::call::{Access, CallError, CallRecord, Caller, Outcome, Target};
+use crate::call::{Access, CallError, CallRecord, CallReply, Caller, Outcome, Target};
 use crate::skill::Skill;
 
 const INSTRUCTIONS: &str = "skillbox serves Agent Skills whose tools run in a WebAssembly sandbox.\n\
@@ -116,6 +118,7 @@ impl Session {
                 loaded: snapshot(&self.activated),
                 user_invoked: snapshot(&self.user_invoked),
             },
+            approval: Default::default(),
         }
     }
 
@@ -184,24 +187,72 @@ impl Session {
         let _ = context.peer.notify_logging_message(param).await;
     }
 
-    async fn call_skill_tool(
+    /// Runs a skill tool or script for this client: the user's
+    /// confirmation first when the policy asks for it, then the call on the
+    /// host's one path, as a task when it runs long and the client declared
+    /// the tasks extension.
+    async fn execute(
         &self,
-        name: &str,
-        args: Map<String, Value>,
+        target: Target,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let mut caller = self.caller(context);
+        let host = self.server.host.clone();
+        let preview = host.preview(&caller, &target).await;
+        if let Some(question) = preview.as_ref().and_then(|p| p.question.as_ref()) {
+            let seal = &self.server.seal;
+            let answered = confirm::answer_in(
+                seal,
+                question,
+                request.input_responses.as_ref(),
+                request.request_state.as_deref(),
+            );
+            caller.approval = match answered {
+                Some(approval) => approval,
+                None => match confirm::ask(seal, question, stateless(context), context).await {
+                    Asked::Answer(approval) => approval,
+                    Asked::InputRequired(result) => return Ok(result.into()),
+                    Asked::CannotAsk => caller.approval,
+                },
+            };
+        }
+        let label = match &target {
+            Target::Tool { name, .. } => name.clone(),
+            Target::Script { skill, script, .. } => format!("{RUN_SCRIPT} {skill}/{script}"),
+        };
+        let cancel = CancellationToken::new();
+        let work = {
+            let (session, context, cancel) = (self.clone(), context.clone(), cancel.clone());
+            async move {
+                let reply = host.call(&caller, target, &cancel).await;
+                session.reply(reply, &context).await
+            }
+        };
+        let may_promote = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
+        self.server
+            .tasks
+            .run_or_promote(
+                &label,
+                may_promote.then(|| preview.map_or(Duration::ZERO, |p| p.timeout)),
+                work,
+                cancel,
+                &context.ct,
+                ProgressSink::from_context(context),
+            )
+            .await
+    }
+
+    /// A finished call as the client reads it.
+    async fn reply(
+        &self,
+        reply: Result<CallReply, CallError>,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
-        let target = Target::Tool {
-            name: name.to_string(),
-            arguments: Value::Object(args),
-        };
-        let caller = self.caller(context);
-        let call = self.server.host.call(&caller, target, &context.ct);
-        let outcome = with_progress(ProgressSink::from_context(context), name, call).await;
-        match outcome {
+        match reply {
             Ok(reply) => {
-                let Outcome::Value(value) = &reply.outcome else {
-                    unreachable!("a tool call returns a value")
-                };
                 self.log(
                     context,
                     LoggingLevel::Debug,
@@ -213,6 +264,16 @@ impl Session {
                     self.log(context, LoggingLevel::Warning, "skillbox", warning.clone())
                         .await;
                 }
+                let value = match &reply.outcome {
+                    Outcome::Value(value) => value,
+                    Outcome::Script(outcome) => {
+                        return Ok(host_tools::script_result(
+                            &self.server,
+                            outcome,
+                            &reply.notes,
+                        ));
+                    }
+                };
                 let hint = reply.tool.as_ref().and_then(paging_hint);
                 let mut result = results::success(value, self.server.options.output_budget, hint);
                 if !reply.warnings.is_empty() {
@@ -235,6 +296,8 @@ impl Session {
                 let host_event = matches!(
                     &e,
                     CallError::Moved { .. }
+                        | CallError::NeedsConfirmation { .. }
+                        | CallError::Declined { .. }
                         | CallError::Sandbox {
                             error: crate::sandbox::SandboxError::Denied { .. }
                                 | crate::sandbox::SandboxError::Quota { .. },
@@ -297,6 +360,7 @@ impl ServerHandler for Session {
             .enable_tools()
             .enable_tool_list_changed()
             .enable_skills_with_directory_read()
+            .enable_tasks()
             .build();
         ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("skillbox", env!("CARGO_PKG_VERSION")))
@@ -389,12 +453,43 @@ impl ServerHandler for Session {
         skills_ext::directory(self.server.host.catalog(), request.uri).await
     }
 
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.server
+            .tasks
+            .manager
+            .get_task(&request.task_id)
+            .map(GetTaskResult::new)
+    }
+
+    async fn update_task(
+        &self,
+        request: UpdateTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.server
+            .tasks
+            .manager
+            .update_task(&request.task_id, request.input_responses)
+    }
+
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.server.tasks.manager.cancel_task(&request.task_id)
+    }
+
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let args = request.arguments.unwrap_or_default();
+        let args = request.arguments.clone().unwrap_or_default();
         let name = request.name.as_ref();
         let host = &self.server.host;
         let result = match name {
@@ -438,18 +533,17 @@ impl ServerHandler for Session {
                 host_tools::read_skill_file(host.catalog(), args, self.server.options.output_budget)
                     .await
             }
-            RUN_SCRIPT => {
-                let caller = self.caller(&context);
-                host_tools::run_script(
-                    &self.server,
-                    &caller,
-                    &args,
-                    &context.ct,
-                    ProgressSink::from_context(&context),
-                )
-                .await
+            RUN_SCRIPT => match host_tools::script_target(&args) {
+                Ok(target) => return self.execute(target, &request, &context).await,
+                Err(result) => result,
+            },
+            _ => {
+                let target = Target::Tool {
+                    name: name.to_string(),
+                    arguments: Value::Object(args),
+                };
+                return self.execute(target, &request, &context).await;
             }
-            _ => self.call_skill_tool(name, args, &context).await?,
         };
         Ok(result.into())
     }

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use rmcp::model::{CallToolResult, Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 
-use super::calls::{ProgressSink, with_progress};
 use super::results;
 use super::server::Server;
-use crate::call::{Caller, Outcome, Target};
+use crate::call::Target;
+use crate::sandbox::ScriptOutcome;
 use crate::skill::files::ReadError;
 use crate::skill::{Catalog, Skill, invoke, policy, tools};
 
@@ -377,85 +377,65 @@ fn line_window(text: &str, path: &str, start: usize, max: usize, budget: usize) 
     )
 }
 
-/// `run_script`: a skill's command component in the sandbox.
-pub async fn run_script(
-    server: &Arc<Server>,
-    caller: &Caller,
-    args: &Map<String, Value>,
-    ct: &tokio_util::sync::CancellationToken,
-    progress: Option<ProgressSink>,
-) -> CallToolResult {
-    let parsed = (|| {
-        let skill = string_arg(args, "skill")?.to_string();
-        let script = string_arg(args, "script")?.to_string();
-        let argv_tail: Vec<String> = match args.get("args") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|v| v.as_str().map(String::from))
-                .collect::<Option<_>>()
-                .ok_or_else(|| {
-                    results::error(
-                        "invalid arguments: `args` must be an array of strings. Nothing was run.",
-                    )
-                })?,
-            Some(_) => {
-                return Err(results::error(
-                    "invalid arguments: `args` must be an array of strings. Nothing was run.",
-                ));
-            }
-        };
-        let stdin = args
-            .get("stdin")
-            .and_then(Value::as_str)
-            .unwrap_or("")
-            .as_bytes()
-            .to_vec();
-        Ok(Target::Script {
-            skill,
-            script,
-            args: argv_tail,
-            stdin,
-        })
-    })();
-    let target = match parsed {
-        Ok(t) => t,
-        Err(e) => return e,
+/// The script run `run_script`'s arguments ask for, or the error result
+/// that says what is wrong with them.
+pub fn script_target(args: &Map<String, Value>) -> Result<Target, CallToolResult> {
+    let skill = string_arg(args, "skill")?.to_string();
+    let script = string_arg(args, "script")?.to_string();
+    let invalid_args = || {
+        results::error("invalid arguments: `args` must be an array of strings. Nothing was run.")
     };
-    let call = server.host.call(caller, target, ct);
-    match with_progress(progress, RUN_SCRIPT, call).await {
-        Ok(reply) => {
-            let Outcome::Script(outcome) = &reply.outcome else {
-                unreachable!("a script run returns a script outcome")
-            };
-            let budget = server.options.output_budget;
-            let (stdout, _) = results::cut_head_tail(
-                &outcome.stdout,
-                budget * 3 / 4,
-                Some("narrower script arguments"),
-            );
-            let (stderr, _) = results::cut_head_tail(&outcome.stderr, budget / 4, None);
-            let mut text = format!("exit code {}\n", outcome.exit_code);
-            if !stdout.is_empty() {
-                text.push_str(&format!("--- stdout ---\n{stdout}"));
-            }
-            if !stderr.is_empty() {
-                text.push_str(&format!("\n--- stderr ---\n{stderr}"));
-            }
-            for note in &reply.notes {
-                text.push_str(&format!("\nnote: {note}"));
-            }
-            results::text_and_structure(
-                text,
-                json!({
-                    "exit_code": outcome.exit_code,
-                    "stdout": stdout,
-                    "stderr": stderr,
-                }),
-            )
-        }
-        Err(e) => results::error(with_notes(e.to_string(), e.notes())),
+    let argv_tail: Vec<String> = match args.get("args") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(String::from))
+            .collect::<Option<_>>()
+            .ok_or_else(invalid_args)?,
+        Some(_) => return Err(invalid_args()),
+    };
+    let stdin = args
+        .get("stdin")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .as_bytes()
+        .to_vec();
+    Ok(Target::Script {
+        skill,
+        script,
+        args: argv_tail,
+        stdin,
+    })
+}
+
+/// A finished script run as the model reads it: exit code, then stdout and
+/// stderr cut to the output budget.
+pub fn script_result(server: &Server, outcome: &ScriptOutcome, notes: &[String]) -> CallToolResult {
+    let budget = server.options.output_budget;
+    let (stdout, _) = results::cut_head_tail(
+        &outcome.stdout,
+        budget * 3 / 4,
+        Some("narrower script arguments"),
+    );
+    let (stderr, _) = results::cut_head_tail(&outcome.stderr, budget / 4, None);
+    let mut text = format!("exit code {}\n", outcome.exit_code);
+    if !stdout.is_empty() {
+        text.push_str(&format!("--- stdout ---\n{stdout}"));
     }
+    if !stderr.is_empty() {
+        text.push_str(&format!("\n--- stderr ---\n{stderr}"));
+    }
+    for note in notes {
+        text.push_str(&format!("\nnote: {note}"));
+    }
+    results::text_and_structure(
+        text,
+        json!({
+            "exit_code": outcome.exit_code,
+            "stdout": stdout,
+            "stderr": stderr,
+        }),
+    )
 }
 
 /// Appends grant notes to an error, so a model learns that a missing grant,

@@ -6,10 +6,12 @@
 //!                    ├─> Session (ServerHandler) ─> Server ─> call::Host (the one call path)
 //! HTTP /mcp ─────────┘      load_skill · read_skill_file · run_script · <skill>__<fn>
 //!                           resources skill://… · prompts · reload watcher
+//!                           confirmation (elicitation / input_required) · tasks
 //! ```
 
 pub mod banner;
 mod calls;
+pub mod confirm;
 pub mod handler;
 pub mod host_tools;
 pub mod http;
@@ -21,6 +23,7 @@ pub mod results;
 pub mod server;
 pub mod skills_ext;
 pub mod stdio;
+pub mod tasks;
 
 pub use handler::Session;
 pub use server::{ServeOptions, Server, ToolsMode};

@@ -6,6 +6,8 @@ use std::time::Duration;
 
 use rmcp::service::{Peer, RoleServer};
 
+use super::confirm::StateSeal;
+use super::tasks::Tasks;
 use crate::call::Host;
 
 /// Whether skill tools are listed up front or after `load_skill`.
@@ -29,6 +31,11 @@ pub struct ServeOptions {
     pub output_budget: usize,
     /// How often skill folders are checked for changes; `None` disables reload.
     pub reload_interval: Option<Duration>,
+    /// A call still running after this long becomes a task, for clients
+    /// that declare the tasks extension.
+    pub task_after: Duration,
+    /// How long a task and its result are kept.
+    pub task_ttl: Duration,
 }
 
 pub struct Server {
@@ -38,16 +45,21 @@ pub struct Server {
     peers: Mutex<Vec<Peer<RoleServer>>>,
     /// Catalog changes, for `subscriptions/listen` streams.
     changes: tokio::sync::broadcast::Sender<()>,
+    pub tasks: Tasks,
+    /// Seals the `requestState` of confirmation questions.
+    pub seal: StateSeal,
 }
 
 impl Server {
-    pub fn new(host: Arc<Host>, options: ServeOptions) -> Self {
-        Server {
+    pub fn new(host: Arc<Host>, options: ServeOptions) -> std::io::Result<Self> {
+        Ok(Server {
+            tasks: Tasks::new(options.task_after, options.task_ttl),
+            seal: StateSeal::new()?,
             host,
             options,
             peers: Mutex::new(Vec::new()),
             changes: tokio::sync::broadcast::channel(16).0,
-        }
+        })
     }
 
     /// A receiver of catalog changes.

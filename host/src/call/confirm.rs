@@ -1,0 +1,116 @@
+//! Confirmation before a call that changes things: which calls need the
+//! user's yes, the question the user is shown, and the answer a caller
+//! carries back.
+//!
+//! The host decides and enforces; asking is the transport's job (an MCP
+//! elicitation, an `input_required` round, a terminal prompt). A question
+//! is bound by a digest to exactly what would run: the tool, its arguments,
+//! the component's digest and the grants. An approval of one call cannot
+//! be spent on another, and if any of those change between the question
+//! and the call, the user is asked again.
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::sandbox::SideEffect;
+
+/// Which calls need the user's confirmation before they run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ConfirmPolicy {
+    /// Tools declared `destructive`.
+    #[default]
+    Destructive,
+    /// Tools declared `write` or `destructive`, and scripts.
+    Write,
+    /// None: the user accepts every call a skill's grants allow.
+    Never,
+}
+
+impl ConfirmPolicy {
+    pub fn needs(self, class: SideEffect) -> bool {
+        match self {
+            ConfirmPolicy::Never => false,
+            ConfirmPolicy::Destructive => class == SideEffect::Destructive,
+            ConfirmPolicy::Write => class != SideEffect::Read,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfirmPolicy::Destructive => "destructive",
+            ConfirmPolicy::Write => "write",
+            ConfirmPolicy::Never => "never",
+        }
+    }
+}
+
+/// What a caller brings about confirmation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Approval {
+    /// Nobody was asked (yet).
+    #[default]
+    NotAsked,
+    /// The user said yes to the question with this digest.
+    Approved(String),
+    /// The user said no to the question with this digest.
+    Declined(String),
+}
+
+/// The question put to the user before a confirmed call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Question {
+    /// The tool (`skill__function`) or `run_script SKILL/SCRIPT`.
+    pub what: String,
+    pub class: SideEffect,
+    pub arguments: Value,
+    /// The grants the call would run with, as the audit log shows them.
+    pub grants: String,
+    /// Binds an answer to exactly this call.
+    pub digest: String,
+}
+
+impl Question {
+    pub fn new(
+        what: String,
+        class: SideEffect,
+        arguments: Value,
+        grants: String,
+        component_digest: &str,
+    ) -> Self {
+        let mut hasher = Sha256::new();
+        for part in [
+            what.as_str(),
+            class.as_str(),
+            &arguments.to_string(),
+            &grants,
+            component_digest,
+        ] {
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(part.as_bytes());
+        }
+        let digest = format!("sha256:{:x}", hasher.finalize());
+        Question {
+            what,
+            class,
+            arguments,
+            grants,
+            digest,
+        }
+    }
+
+    /// The question as a person reads it.
+    pub fn text(&self) -> String {
+        let mut arguments = self.arguments.to_string();
+        if arguments.len() > 2_000 {
+            let cut = arguments.floor_char_boundary(2_000);
+            arguments.truncate(cut);
+            arguments.push('…');
+        }
+        format!(
+            "Allow {what}? It is declared {class}.\n  arguments: {arguments}\n  grants: {grants}",
+            what = self.what,
+            class = self.class.as_str(),
+            grants = self.grants,
+        )
+    }
+}

@@ -1,0 +1,132 @@
+//! Long calls as tasks (the `io.modelcontextprotocol/tasks` extension).
+//!
+//! The server decides per request which calls become tasks. skillbox starts
+//! every call the same way and waits a little (`--task-after-ms`): a call
+//! that finishes in that time answers as usual, so quick calls pay nothing;
+//! one still running is handed to rmcp's [`TaskManager`], and the client
+//! gets a task id at once and polls `tasks/get`. Only a client that
+//! declared the extension in its capabilities gets a task.
+//!
+//! A task is the same call on the same path: its limits, grants and audit
+//! record do not change. `tasks/cancel` stops the guest at its next epoch
+//! tick. Results are kept for the TTL and then dropped.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CallToolResponse, CallToolResult, CreateTaskResult};
+use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
+use tokio_util::sync::CancellationToken;
+
+use super::calls::{ProgressSink, with_progress};
+
+/// Tasks kept at once (running or holding a result); past it, calls simply
+/// run to the end in their request.
+pub const MAX_TASKS: usize = 256;
+
+/// The defaults of `serve --task-after-ms` and `--task-ttl-secs`.
+pub const DEFAULT_TASK_AFTER: Duration = Duration::from_secs(1);
+pub const DEFAULT_TASK_TTL: Duration = Duration::from_secs(600);
+
+/// How often a client is asked to poll.
+const POLL_INTERVAL_MS: u64 = 500;
+
+/// The tasks of one server, shared by every session.
+pub struct Tasks {
+    pub manager: TaskManager,
+    /// A call still running after this long becomes a task.
+    pub after: Duration,
+    pub ttl: Duration,
+}
+
+impl Tasks {
+    pub fn new(after: Duration, ttl: Duration) -> Self {
+        Tasks {
+            manager: TaskManager::new(),
+            after,
+            ttl,
+        }
+    }
+
+    /// Runs `work`, which stops when `cancel` is cancelled. If it is still
+    /// running after [`Tasks::after`] and the client declared the extension
+    /// (`promote` holds the call's time limit then), it goes on as a task
+    /// and the task's handle is returned. `request` is the request's own
+    /// cancellation: it stops the call only until the call becomes a task.
+    ///
+    /// A task's TTL counts from its creation, so it is the call's time
+    /// limit plus [`Tasks::ttl`]: a result is kept at least that long after
+    /// the call ends.
+    pub async fn run_or_promote<W>(
+        &self,
+        label: &str,
+        promote: Option<Duration>,
+        work: W,
+        cancel: CancellationToken,
+        request: &CancellationToken,
+        progress: Option<ProgressSink>,
+    ) -> Result<CallToolResponse, McpError>
+    where
+        W: Future<Output = Result<CallToolResult, McpError>> + Send + 'static,
+    {
+        let started = Instant::now();
+        let mut handle = tokio::spawn(work);
+        let waited = with_progress(progress, label, async {
+            tokio::select! {
+                joined = &mut handle => Some(joined),
+                () = tokio::time::sleep(self.after), if promote.is_some() => None,
+                () = request.cancelled() => {
+                    cancel.cancel();
+                    Some((&mut handle).await)
+                }
+            }
+        })
+        .await;
+        if let Some(joined) = waited {
+            return finished(joined).map(Into::into);
+        }
+        if self.manager.running_task_count() >= MAX_TASKS {
+            return finished(handle.await).map(Into::into);
+        }
+        let label = label.to_string();
+        let options = TaskOptions::new()
+            .with_ttl_ms(
+                u64::try_from((self.ttl + promote.unwrap_or_default()).as_millis())
+                    .unwrap_or(u64::MAX),
+            )
+            .with_poll_interval_ms(POLL_INTERVAL_MS)
+            .with_status_message(format!("{label}: running"));
+        let task = self.manager.spawn(options, move |context| {
+            Box::pin(async move {
+                let mut tick = tokio::time::interval(Duration::from_secs(1));
+                loop {
+                    tokio::select! {
+                        joined = &mut handle => return finished(joined).map_err(TaskExit::Error),
+                        () = context.cancelled() => {
+                            cancel.cancel();
+                            let _ = handle.await;
+                            return Err(TaskExit::Cancelled);
+                        }
+                        _ = tick.tick() => context.set_status_message(format!(
+                            "{label}: running for {:.0} s",
+                            started.elapsed().as_secs_f64().floor()
+                        )),
+                    }
+                }
+            })
+        });
+        Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
+    }
+}
+
+fn finished(
+    joined: Result<Result<CallToolResult, McpError>, tokio::task::JoinError>,
+) -> Result<CallToolResult, McpError> {
+    joined.unwrap_or_else(|_| {
+        Err(McpError::internal_error(
+            "the call stopped unexpectedly inside the host; nothing more is known. Try again.",
+            None,
+        ))
+    })
+}
