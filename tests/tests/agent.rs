@@ -65,19 +65,27 @@ fn agent(model: &FakeModel, args: &[&str]) -> AgentRun {
 /// Runs the agent with testkit and a writable workspace, the model
 /// answering with `replies`; returns the run and the workspace.
 fn agent_writing(model: &FakeModel, task: &str) -> (AgentRun, tempfile::TempDir) {
+    agent_writing_with(model, task, &[])
+}
+
+/// [`agent_writing`] with more flags.
+fn agent_writing_with(
+    model: &FakeModel,
+    task: &str,
+    extra: &[&str],
+) -> (AgentRun, tempfile::TempDir) {
     let kit = testkit_skills();
     let ws = workspace(&[]);
-    let out = agent(
-        model,
-        &[
-            task,
-            "--skills",
-            kit.path().to_str().unwrap(),
-            "--workspace",
-            ws.path().to_str().unwrap(),
-            "--allow-write",
-        ],
-    );
+    let mut args = vec![
+        task,
+        "--skills",
+        kit.path().to_str().unwrap(),
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--allow-write",
+    ];
+    args.extend_from_slice(extra);
+    let out = agent(model, &args);
     (out, ws)
 }
 
@@ -764,4 +772,85 @@ fn skill_text_is_data_and_cannot_forge_the_framing() {
         task.contains("<user-request>\nreal task\n</user-request>"),
         "{task}"
     );
+}
+
+/// The model loads the testkit and writes `/workspace/out.txt` once.
+fn one_write_model() -> FakeModel {
+    FakeModel::start(vec![
+        openai_calls(&[("c1", "load_skill", r#"{"name": "testkit"}"#)], (10, 5)),
+        openai_calls(
+            &[(
+                "c2",
+                "testkit__write-file",
+                r#"{"path": "/workspace/out.txt", "contents": "v1"}"#,
+            )],
+            (10, 5),
+        ),
+        openai_answer("written", (10, 5)),
+    ])
+}
+
+#[test]
+fn a_confirmed_call_with_no_one_to_ask_stops_with_exit_7_and_runs_nothing() {
+    let model = one_write_model();
+    let (out, ws) = agent_writing_with(&model, "write it", &["--confirm", "write"]);
+    assert_eq!(out.run.code, 7, "{}", out.run.stderr);
+    assert!(!ws.path().join("out.txt").exists(), "a refused call wrote");
+    assert!(out.run.stderr.contains("--yes"), "{}", out.run.stderr);
+    assert!(
+        out.run.stderr.contains("Allow testkit__write-file?"),
+        "the question names the tool: {}",
+        out.run.stderr
+    );
+    let audit = out.audit();
+    assert!(
+        audit
+            .iter()
+            .any(|r| r["tool"] == "testkit__write-file" && r["outcome"] == "declined"),
+        "{audit:?}"
+    );
+}
+
+#[test]
+fn yes_approves_confirmed_calls() {
+    let model = one_write_model();
+    let (out, ws) = agent_writing_with(&model, "write it", &["--confirm", "write", "--yes"]);
+    assert_eq!(out.run.code, 0, "{}", out.run.stderr);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
+        "v1"
+    );
+    assert!(
+        out.run.stderr.contains("approved (--yes)"),
+        "{}",
+        out.run.stderr
+    );
+}
+
+#[test]
+fn a_long_call_runs_as_a_task_the_agent_follows() {
+    let kit = testkit_skills();
+    let model = FakeModel::start(vec![
+        openai_calls(&[("c1", "load_skill", r#"{"name": "testkit"}"#)], (10, 5)),
+        openai_calls(&[("c2", "testkit__sleep-ms", r#"{"ms": 2500}"#)], (10, 5)),
+        openai_answer("slept", (10, 5)),
+    ]);
+    let out = agent(
+        &model,
+        &[
+            "sleep",
+            "--skills",
+            kit.path().to_str().unwrap(),
+            "--read-timeout-ms",
+            "20000",
+        ],
+    );
+    assert_eq!(out.run.code, 0, "{}", out.run.stderr);
+    assert!(
+        out.run.stderr.contains("testkit__sleep-ms (task): running"),
+        "the task's status is shown: {}",
+        out.run.stderr
+    );
+    let result = tool_messages(&model.requests()[2]).last().cloned().unwrap();
+    assert!(!result.contains("error"), "{result}");
 }

@@ -79,6 +79,8 @@ pub enum Stop {
     Budget(u64),
     Provider(String),
     Stuck(String),
+    /// A call needed the user's confirmation and no one could give it.
+    Unconfirmed(String),
 }
 
 impl Stop {
@@ -92,6 +94,7 @@ impl Stop {
             Stop::Budget(_) => 4,
             Stop::Provider(_) => Self::PROVIDER_EXIT_CODE,
             Stop::Stuck(_) => 6,
+            Stop::Unconfirmed(_) => 7,
         }
     }
 
@@ -106,6 +109,10 @@ impl Stop {
             ),
             Stop::Provider(e) => format!("the model provider failed: {e}"),
             Stop::Stuck(why) => format!("tool failures left the loop stuck: {why}"),
+            Stop::Unconfirmed(question) => format!(
+                "a call needed the user's confirmation and there was no one to ask ({question}); \
+                 run on a terminal to be asked, or pass --yes to approve such calls"
+            ),
         }
     }
 }
@@ -358,6 +365,9 @@ impl<'a> AgentLoop<'a> {
                 content,
                 is_error: result.is_error,
             });
+            if let Some(question) = self.hub.take_refusal() {
+                return Some(Stop::Unconfirmed(question));
+            }
             if self.consecutive_errors >= MAX_CONSECUTIVE_TOOL_ERRORS {
                 return Some(Stop::Stuck(format!(
                     "{MAX_CONSECUTIVE_TOOL_ERRORS} tool calls in a row failed; the last: {}",

@@ -8,8 +8,10 @@
 //! ```
 //!
 //! Exit codes: 0 done, 2 usage, 3 step limit, 4 token budget, 5 model or
-//! provider error, 6 tool failures left it stuck.
+//! provider error, 6 tool failures left it stuck, 7 a call needed the
+//! user's confirmation and no one could give it.
 
+pub mod approve;
 pub mod control;
 pub mod conversation;
 pub mod mcp_config;

@@ -8,19 +8,27 @@ use std::time::Duration;
 
 use rmcp::ServiceExt;
 use rmcp::model::{
-    CallToolRequest, CallToolRequestParams, ClientRequest, RequestMetaObject, ServerResult, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResult, CancelTaskParams, CancelTaskRequest,
+    ClientCapabilities, ClientRequest, GetTaskParams, GetTaskRequest, RequestMetaObject,
+    ServerResult, Task, TaskPayload, Tool,
 };
-use rmcp::service::{PeerRequestOptions, RoleClient, RunningService, ServiceError};
+use rmcp::service::{Peer, PeerRequestOptions, RoleClient, RunningService, ServiceError};
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use serde_json::{Map, Value};
 
+use super::approve::AgentClient;
 use super::conversation::ToolDef;
 use super::mcp_config::{McpConfig, ServerSpec};
 use crate::call::audit::IDEMPOTENCY_META_KEY;
 use crate::mcp::{Server, Session};
 use crate::sandbox::SideEffect;
 
-type Client = RunningService<RoleClient, ()>;
+type Client = RunningService<RoleClient, AgentClient>;
+
+/// Calls that may run longer than this ask for a task: the server answers
+/// at once with a task id, and the agent polls it, so a long call holds no
+/// request open and can be cancelled on the server when the agent gives up.
+pub const TASK_AFTER: Duration = Duration::from_secs(15);
 
 struct Connection {
     /// `None` for skillbox itself, whose tool names are used as they are.
@@ -57,18 +65,26 @@ pub struct CallResult {
 
 pub struct ToolHub {
     connections: Vec<Connection>,
+    /// Answers the servers' confirmation questions.
+    client: AgentClient,
 }
 
 impl ToolHub {
-    /// Connects skillbox in-process and every configured external server.
-    pub async fn connect(host: Arc<Server>, config: Option<&McpConfig>) -> Result<Self, String> {
+    /// Connects skillbox in-process and every configured external server;
+    /// `client` answers their confirmation questions.
+    pub async fn connect(
+        host: Arc<Server>,
+        config: Option<&McpConfig>,
+        client: AgentClient,
+    ) -> Result<Self, String> {
         let (client_io, server_io) = tokio::io::duplex(1 << 20);
         tokio::spawn(async move {
             if let Ok(server) = Session::new(host).serve(server_io).await {
                 let _ = server.waiting().await;
             }
         });
-        let own = ()
+        let own = client
+            .clone()
             .serve(client_io)
             .await
             .map_err(|e| format!("cannot start skillbox's MCP server: {e}"))?;
@@ -96,10 +112,12 @@ impl ToolHub {
                         .map_err(|e| {
                             format!("MCP server `{name}`: cannot start `{command}` ({e})")
                         })?;
-                    ().serve(transport).await
+                    client.clone().serve(transport).await
                 }
                 ServerSpec::Http { url } => {
-                    ().serve(StreamableHttpClientTransport::from_uri(url.as_str()))
+                    client
+                        .clone()
+                        .serve(StreamableHttpClientTransport::from_uri(url.as_str()))
                         .await
                 }
             }
@@ -109,7 +127,16 @@ impl ToolHub {
                 client,
             });
         }
-        Ok(ToolHub { connections })
+        Ok(ToolHub {
+            connections,
+            client,
+        })
+    }
+
+    /// A confirmation refused since the last look because no one could
+    /// answer it.
+    pub fn take_refusal(&self) -> Option<String> {
+        self.client.take_refusal()
     }
 
     /// Tells skillbox's own server that the user invoked `skill`, the way
@@ -165,12 +192,15 @@ impl ToolHub {
     ) -> CallResult {
         let peer = self.connections[tool.server].client.peer();
         let params = CallToolRequestParams::new(tool.remote_name.clone()).with_arguments(arguments);
-        let mut options = PeerRequestOptions::with_timeout(timeout);
+        let mut meta = RequestMetaObject::new();
         if let Some(key) = idempotency_key {
-            let mut meta = RequestMetaObject::new();
             meta.insert(IDEMPOTENCY_META_KEY.to_string(), Value::from(key));
-            options = options.with_meta(meta);
         }
+        let as_task = timeout > TASK_AFTER;
+        if as_task {
+            meta.set_client_capabilities(task_capabilities());
+        }
+        let options = PeerRequestOptions::with_timeout(timeout).with_meta(meta.clone());
         let handle = match peer
             .send_cancellable_request(
                 ClientRequest::CallToolRequest(CallToolRequest::new(params)),
@@ -189,7 +219,13 @@ impl ToolHub {
                 };
             }
         };
-        match handle.await_response().await {
+        let started = std::time::Instant::now();
+        let mut response = handle.await_response().await;
+        if let Ok(ServerResult::CreateTaskResult(created)) = &response {
+            let left = timeout.saturating_sub(started.elapsed());
+            response = follow_task(peer, &tool.def.name, &created.task, left, meta).await;
+        }
+        match response {
             Ok(ServerResult::CallToolResult(result)) => {
                 let mut text: Vec<String> = result
                     .content
@@ -236,6 +272,74 @@ impl ToolHub {
     pub async fn close(self) {
         for connection in self.connections {
             let _ = connection.client.cancel().await;
+        }
+    }
+}
+
+/// What a request says about the agent when it may take a task.
+fn task_capabilities() -> ClientCapabilities {
+    ClientCapabilities::builder()
+        .enable_elicitation()
+        .enable_tasks()
+        .build()
+}
+
+/// Polls a task until it ends or `left` runs out (then cancels it), showing
+/// its status on stderr, and returns its outcome as a `tools/call` answer.
+async fn follow_task(
+    peer: &Peer<RoleClient>,
+    label: &str,
+    task: &Task,
+    left: Duration,
+    meta: RequestMetaObject,
+) -> Result<ServerResult, ServiceError> {
+    let deadline = tokio::time::Instant::now() + left;
+    let poll = Duration::from_millis(task.poll_interval_ms.unwrap_or(500).clamp(50, 5_000));
+    let request = |r: ClientRequest| {
+        let options =
+            PeerRequestOptions::with_timeout(Duration::from_secs(30)).with_meta(meta.clone());
+        async move {
+            peer.send_request_with_option(r, options)
+                .await?
+                .await_response()
+                .await
+        }
+    };
+    let mut shown = None;
+    loop {
+        if tokio::time::Instant::now() >= deadline {
+            let cancel = CancelTaskRequest::new(CancelTaskParams::new(task.task_id.clone()));
+            let _ = request(ClientRequest::CancelTaskRequest(cancel)).await;
+            return Err(ServiceError::Timeout { timeout: left });
+        }
+        tokio::time::sleep(poll.min(deadline - tokio::time::Instant::now())).await;
+        let get = GetTaskRequest::new(GetTaskParams::new(task.task_id.clone()));
+        let ServerResult::GetTaskResult(now) = request(ClientRequest::GetTaskRequest(get)).await?
+        else {
+            return Err(ServiceError::UnexpectedResponse);
+        };
+        let status = now.task.task.status_message.clone();
+        if status.is_some() && status != shown {
+            eprintln!(
+                "skillbox: {label} (task): {}",
+                status.as_deref().unwrap_or_default()
+            );
+            shown = status;
+        }
+        match now.task.payload {
+            TaskPayload::Completed { result } => {
+                return serde_json::from_value::<CallToolResult>(Value::Object(result))
+                    .map(ServerResult::CallToolResult)
+                    .map_err(|_| ServiceError::UnexpectedResponse);
+            }
+            TaskPayload::Failed { error } => {
+                return Err(ServiceError::McpError(
+                    serde_json::from_value(Value::Object(error))
+                        .map_err(|_| ServiceError::UnexpectedResponse)?,
+                ));
+            }
+            TaskPayload::Cancelled => return Err(ServiceError::Cancelled { reason: None }),
+            _ => {}
         }
     }
 }

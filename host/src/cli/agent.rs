@@ -10,6 +10,7 @@ use serde_json::{Map, Value, json};
 
 use super::flags::{SandboxFlags, SourceFlags};
 use super::{CliError, print_json, runtime};
+use crate::agent::approve::{AgentClient, Approver};
 use crate::agent::control::AgentLoop;
 use crate::agent::mcp_config::McpConfig;
 use crate::agent::provider::{Provider, RetryPolicy};
@@ -25,7 +26,7 @@ use crate::skill::{Catalog, invoke, meta};
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Exit codes: 0 done, 2 usage, 3 step limit, 4 token budget, 5 model or provider error, 6 tool failures left it stuck."
+    after_help = "Exit codes: 0 done, 2 usage, 3 step limit, 4 token budget, 5 model or provider error, 6 tool failures left it stuck, 7 a call needed the user's confirmation and no one could give it (no terminal; see --yes)."
 )]
 pub struct AgentArgs {
     /// The task. Start it with `/skill:NAME args` to invoke a skill explicitly.
@@ -44,6 +45,14 @@ pub struct AgentArgs {
     sources: SourceFlags,
     #[command(flatten)]
     sandbox: SandboxFlags,
+    /// Which tool calls need the user's confirmation: destructive tools,
+    /// write and destructive tools and scripts, or none.
+    #[arg(long, value_enum, default_value = "destructive")]
+    confirm: crate::call::ConfirmPolicy,
+    /// Approve every confirmation. Without it the agent asks on the
+    /// terminal, and where there is none (CI) it refuses and stops (exit 7).
+    #[arg(long)]
+    yes: bool,
     /// External MCP servers, in the common {"mcpServers": …} form.
     #[arg(long, value_name = "FILE")]
     mcp_config: Option<PathBuf>,
@@ -80,7 +89,8 @@ pub struct AgentArgs {
 }
 
 pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
-    let host_options = args.sandbox.host_options(args.sources.options(), 4)?;
+    let mut host_options = args.sandbox.host_options(args.sources.options(), 4)?;
+    host_options.confirm = args.confirm;
     let config = args
         .mcp_config
         .as_deref()
@@ -136,6 +146,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         let hub = ToolHub::connect(
             Arc::new(Server::new(host, serve).map_err(|e| CliError::Other(e.into()))?),
             config.as_ref(),
+            AgentClient::new(Approver::for_run(args.yes)),
         )
         .await
         .map_err(CliError::Usage)?;

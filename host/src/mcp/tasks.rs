@@ -89,14 +89,13 @@ impl Tasks {
         if self.manager.running_task_count() >= MAX_TASKS {
             return finished(handle.await).map(Into::into);
         }
-        let label = label.to_string();
         let options = TaskOptions::new()
             .with_ttl_ms(
                 u64::try_from((self.ttl + promote.unwrap_or_default()).as_millis())
                     .unwrap_or(u64::MAX),
             )
             .with_poll_interval_ms(POLL_INTERVAL_MS)
-            .with_status_message(format!("{label}: running"));
+            .with_status_message("running");
         let task = self.manager.spawn(options, move |context| {
             Box::pin(async move {
                 let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -109,7 +108,7 @@ impl Tasks {
                             return Err(TaskExit::Cancelled);
                         }
                         _ = tick.tick() => context.set_status_message(format!(
-                            "{label}: running for {:.0} s",
+                            "running for {:.0} s",
                             started.elapsed().as_secs_f64().floor()
                         )),
                     }
