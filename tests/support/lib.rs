@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 pub mod fake_model;
+pub mod issuer;
 pub mod mcp;
 
 /// The repository root.

@@ -14,6 +14,7 @@ use super::{CliError, runtime};
 use crate::call::Host;
 use crate::call::audit::AuditLog;
 use crate::mcp::http::{self, DEFAULT_MAX_BODY_BYTES, HttpOptions};
+use crate::mcp::oauth::{OAuthOptions, Verifier};
 use crate::mcp::results::DEFAULT_OUTPUT_BUDGET;
 use crate::mcp::{ServeOptions, Server, ToolsMode, banner, reload, stdio};
 use crate::sandbox::Sandbox;
@@ -54,6 +55,26 @@ pub struct ServeArgs {
     /// the token in this file; needed to bind a non-loopback address.
     #[arg(long, value_name = "FILE")]
     auth_token_file: Option<PathBuf>,
+    /// Accept OAuth 2.1 bearer JWTs from this authorization server (its
+    /// `iss`); keys come from its published JWKS. Needs --oauth-resource.
+    #[arg(
+        long,
+        value_name = "URL",
+        requires = "oauth_resource",
+        conflicts_with = "auth_token_file"
+    )]
+    oauth_issuer: Option<String>,
+    /// This server's canonical URL (e.g. https://mcp.example.com/mcp): the
+    /// audience tokens must name, and the resource in the metadata at
+    /// /.well-known/oauth-protected-resource.
+    #[arg(long, value_name = "URL", requires = "oauth_issuer")]
+    oauth_resource: Option<String>,
+    /// The issuer's JWKS, when its metadata should not be used to find it.
+    #[arg(long, value_name = "URL", requires = "oauth_issuer")]
+    oauth_jwks_url: Option<String>,
+    /// A scope every token must carry (repeatable); others get 403.
+    #[arg(long, value_name = "SCOPE", requires = "oauth_issuer")]
+    oauth_scope: Vec<String>,
     /// Serve a non-loopback address without authentication (dangerous:
     /// anyone who reaches it runs the skills with your grants).
     #[arg(long)]
@@ -149,6 +170,19 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
                         .map(crate::mcp::http_guard::BearerToken::from_file)
                         .transpose()
                         .map_err(CliError::Usage)?,
+                    oauth: match args.oauth_issuer {
+                        None => None,
+                        Some(issuer) => Some(Arc::new(
+                            Verifier::start(OAuthOptions {
+                                issuer,
+                                resource: args.oauth_resource.unwrap_or_default(),
+                                jwks_url: args.oauth_jwks_url,
+                                scopes: args.oauth_scope,
+                            })
+                            .await
+                            .map_err(CliError::Usage)?,
+                        )),
+                    },
                     insecure_no_auth: args.insecure_no_auth,
                     max_connections: args.max_connections,
                     max_sessions: args.max_sessions,

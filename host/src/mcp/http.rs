@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::handler::Session;
 use super::http_guard::{BearerToken, CappedListener, CappedSessions, require_bearer};
+use super::oauth::{self, Verifier};
 use super::server::Server;
 
 /// How the HTTP endpoint is exposed.
@@ -26,6 +27,8 @@ pub struct HttpOptions {
     pub max_body_bytes: usize,
     /// Every request must carry this bearer token.
     pub auth: Option<BearerToken>,
+    /// Every request must carry a JWT this verifier accepts.
+    pub oauth: Option<Arc<Verifier>>,
     /// Serve a non-loopback address without authentication anyway.
     pub insecure_no_auth: bool,
     /// Connections open at once.
@@ -77,12 +80,14 @@ pub async fn serve(
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
-    if !options.addr.ip().is_loopback() && options.auth.is_none() && !options.insecure_no_auth {
+    let authenticated = options.auth.is_some() || options.oauth.is_some();
+    if !options.addr.ip().is_loopback() && !authenticated && !options.insecure_no_auth {
         anyhow::bail!(
             "--http {}: refusing to serve a non-loopback address without authentication: anyone \
              who can reach it could run the skills with your grants. Pass --auth-token-file FILE \
-             (clients send Authorization: Bearer <token>), or bind 127.0.0.1 and put an \
-             authenticating proxy in front; --insecure-no-auth overrides this",
+             (clients send Authorization: Bearer <token>) or --oauth-issuer URL with \
+             --oauth-resource URL (tokens from your authorization server), or bind 127.0.0.1 and \
+             put an authenticating proxy in front; --insecure-no-auth overrides this",
             options.addr
         );
     }
@@ -104,6 +109,36 @@ pub async fn serve(
         router = router.layer(axum::middleware::from_fn(move |request, next| {
             require_bearer(token.clone(), request, next)
         }));
+    }
+    if let Some(verifier) = bound_options.oauth.clone() {
+        let guard = verifier.clone();
+        router = router.layer(axum::middleware::from_fn(move |request, next| {
+            oauth::require_token(guard.clone(), request, next)
+        }));
+        // The metadata is public: a client reads it to learn where to get
+        // a token. Both the root form and the form with the resource's
+        // path (RFC 9728) are served.
+        let metadata = (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            verifier.metadata().to_string(),
+        );
+        let resource_path = reqwest::Url::parse(&verifier.options().resource)
+            .map(|u| u.path().trim_end_matches('/').to_string())
+            .unwrap_or_default();
+        let mut public = axum::Router::new().route(
+            oauth::METADATA_PATH,
+            axum::routing::get({
+                let metadata = metadata.clone();
+                move || async move { metadata }
+            }),
+        );
+        if !resource_path.is_empty() {
+            public = public.route(
+                &format!("{}{resource_path}", oauth::METADATA_PATH),
+                axum::routing::get(move || async move { metadata }),
+            );
+        }
+        router = router.merge(public);
     }
     let listener = CappedListener::new(listener, bound_options.max_connections);
     let task = tokio::spawn(async move {

@@ -63,18 +63,22 @@ impl BearerToken {
     }
 }
 
+/// The token of an `Authorization: Bearer <token>` header.
+pub fn bearer_of(request: &Request<Body>) -> Option<&str> {
+    request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+}
+
 /// Answers 401 unless the request carries `Authorization: Bearer <token>`.
 pub async fn require_bearer(
     token: BearerToken,
     request: Request<Body>,
     next: Next,
 ) -> Response<Body> {
-    let presented = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::as_bytes);
+    let presented = bearer_of(&request).map(str::as_bytes);
     if presented.is_some_and(|p| token.accepts(p)) {
         return next.run(request).await;
     }

@@ -16,6 +16,7 @@ pub mod handler;
 pub mod host_tools;
 pub mod http;
 pub mod http_guard;
+pub mod oauth;
 pub mod prompts;
 pub mod reload;
 pub mod resources;

@@ -1,0 +1,355 @@
+//! OAuth 2.1 resource-server mode for the HTTP endpoint, as the MCP
+//! authorization spec asks of a server: it publishes protected-resource
+//! metadata (RFC 9728) naming its authorization server, and accepts a
+//! request only with a bearer JWT that the issuer signed, that is meant for
+//! this server (audience), and that has not expired.
+//!
+//! Keys come from the issuer's JWKS (found through its RFC 8414 or OpenID
+//! metadata, or given with `--oauth-jwks-url`). A token naming a key the
+//! set lacks makes the set be fetched again, so a key rotation is picked up
+//! without a restart; a flood of made-up key ids makes at most one fetch
+//! every ten seconds. Only asymmetric keys are used: a symmetric (`oct`)
+//! key in a JWKS, or a token claiming `HS256` or `none`, is refused.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{Request, Response, StatusCode, header};
+use axum::middleware::Next;
+use jsonwebtoken::jwk::{AlgorithmParameters, EllipticCurve, Jwk, JwkSet};
+use jsonwebtoken::{Algorithm, DecodingKey, Validation};
+use serde_json::{Value, json};
+
+/// How often a token naming an unknown key may make the set be fetched.
+const REFETCH_AFTER: Duration = Duration::from_secs(10);
+/// Clock skew tolerated on `exp` and `nbf`.
+const LEEWAY_SECS: u64 = 30;
+/// The well-known path of protected-resource metadata.
+pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+
+/// What the user configured.
+#[derive(Debug, Clone)]
+pub struct OAuthOptions {
+    /// The authorization server, as it appears in tokens' `iss`.
+    pub issuer: String,
+    /// This server's canonical URL, which tokens must name in `aud`.
+    pub resource: String,
+    /// The JWKS, when the issuer's metadata should not be used to find it.
+    pub jwks_url: Option<String>,
+    /// Scopes every token must carry.
+    pub scopes: Vec<String>,
+}
+
+/// Checks bearer tokens against the issuer's keys.
+pub struct Verifier {
+    options: OAuthOptions,
+    jwks_url: String,
+    http: reqwest::Client,
+    keys: tokio::sync::Mutex<JwkSet>,
+    /// When a token with an unknown key last made the set be fetched again.
+    refetched: Mutex<Option<Instant>>,
+}
+
+impl std::fmt::Debug for Verifier {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Verifier")
+            .field("issuer", &self.options.issuer)
+            .field("resource", &self.options.resource)
+            .field("jwks_url", &self.jwks_url)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a request was turned away.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// 401: no token, or one that does not verify.
+    InvalidToken(String),
+    /// 403: a valid token without the scopes this server needs.
+    InsufficientScope,
+}
+
+/// An issuer URL must be https, except on this machine.
+fn check_url(flag: &str, url: &str) -> Result<reqwest::Url, String> {
+    let parsed = reqwest::Url::parse(url).map_err(|_| format!("{flag} {url}: not a URL"))?;
+    let loopback = matches!(parsed.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
+    if parsed.scheme() != "https" && !(parsed.scheme() == "http" && loopback) {
+        return Err(format!(
+            "{flag} {url}: use https (plain http is accepted only for localhost), so that keys \
+             cannot be swapped on the way"
+        ));
+    }
+    Ok(parsed)
+}
+
+impl Verifier {
+    /// Finds the issuer's key set and fetches it once, so a wrong issuer
+    /// fails at startup with a message rather than on every request.
+    pub async fn start(options: OAuthOptions) -> Result<Self, String> {
+        check_url("--oauth-issuer", &options.issuer)?;
+        reqwest::Url::parse(&options.resource)
+            .map_err(|_| format!("--oauth-resource {}: not a URL", options.resource))?;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client for OAuth: {e}"))?;
+        let jwks_url = match &options.jwks_url {
+            Some(url) => check_url("--oauth-jwks-url", url)?.to_string(),
+            None => discover_jwks(&http, &options.issuer).await?,
+        };
+        let keys = fetch_jwks(&http, &jwks_url).await?;
+        Ok(Verifier {
+            options,
+            jwks_url,
+            http,
+            keys: tokio::sync::Mutex::new(keys),
+            refetched: Mutex::new(None),
+        })
+    }
+
+    pub fn options(&self) -> &OAuthOptions {
+        &self.options
+    }
+
+    /// Verifies a bearer token: signature by an issuer key, `iss`, `aud`,
+    /// `exp` (required), `nbf`, and the required scopes.
+    pub async fn verify(&self, token: &str) -> Result<(), Refusal> {
+        let invalid = |why: &str| Refusal::InvalidToken(why.to_string());
+        let header =
+            jsonwebtoken::decode_header(token).map_err(|_| invalid("the token is not a JWT"))?;
+        let kid = header.kid.clone().unwrap_or_default();
+        let mut jwk = self.keys.lock().await.find(&kid).cloned();
+        if jwk.is_none()
+            && self.may_refetch()
+            && let Ok(fresh) = fetch_jwks(&self.http, &self.jwks_url).await
+        {
+            jwk = fresh.find(&kid).cloned();
+            *self.keys.lock().await = fresh;
+        }
+        let jwk =
+            jwk.ok_or_else(|| invalid("the token names a key the issuer does not publish"))?;
+        let algorithms = algorithms_for(&jwk);
+        if !algorithms.contains(&header.alg) {
+            return Err(invalid(
+                "the token's algorithm does not match the issuer's key",
+            ));
+        }
+        let key =
+            DecodingKey::from_jwk(&jwk).map_err(|_| invalid("the issuer's key is unusable"))?;
+        let mut validation = Validation::new(header.alg);
+        validation.algorithms = algorithms;
+        validation.leeway = LEEWAY_SECS;
+        validation.validate_nbf = true;
+        validation.set_required_spec_claims(&["exp", "iss", "aud"]);
+        validation.set_issuer(&[&self.options.issuer]);
+        validation.set_audience(&[&self.options.resource]);
+        let data = jsonwebtoken::decode::<Value>(token, &key, &validation).map_err(|e| {
+            use jsonwebtoken::errors::ErrorKind;
+            invalid(match e.kind() {
+                ErrorKind::ExpiredSignature => "the token has expired",
+                ErrorKind::ImmatureSignature => "the token is not valid yet",
+                ErrorKind::InvalidAudience => "the token is meant for another resource",
+                ErrorKind::InvalidIssuer => "the token comes from another issuer",
+                ErrorKind::InvalidSignature => "the token's signature does not verify",
+                ErrorKind::MissingRequiredClaim(_) => "the token lacks exp, iss or aud",
+                _ => "the token does not verify",
+            })
+        })?;
+        let granted = scopes_of(&data.claims);
+        if self
+            .options
+            .scopes
+            .iter()
+            .all(|s| granted.contains(s.as_str()))
+        {
+            Ok(())
+        } else {
+            Err(Refusal::InsufficientScope)
+        }
+    }
+
+    /// At most one refetch per [`REFETCH_AFTER`].
+    fn may_refetch(&self) -> bool {
+        let mut last = self.refetched.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_some_and(|t| t.elapsed() < REFETCH_AFTER) {
+            return false;
+        }
+        *last = Some(Instant::now());
+        true
+    }
+
+    /// Protected-resource metadata (RFC 9728).
+    pub fn metadata(&self) -> Value {
+        json!({
+            "resource": self.options.resource,
+            "authorization_servers": [self.options.issuer],
+            "bearer_methods_supported": ["header"],
+            "scopes_supported": self.options.scopes,
+            "resource_name": "skillbox",
+        })
+    }
+
+    /// Where the metadata is published, for `WWW-Authenticate`.
+    pub fn metadata_url(&self) -> String {
+        let resource = reqwest::Url::parse(&self.options.resource).expect("checked at start");
+        let mut url = resource.clone();
+        let path = resource.path().trim_end_matches('/');
+        url.set_path(&format!("{METADATA_PATH}{path}"));
+        url.set_query(None);
+        url.to_string()
+    }
+}
+
+/// The asymmetric algorithms a key may verify; none for symmetric keys.
+fn algorithms_for(jwk: &Jwk) -> Vec<Algorithm> {
+    let by_type = match &jwk.algorithm {
+        AlgorithmParameters::RSA(_) => vec![
+            Algorithm::RS256,
+            Algorithm::RS384,
+            Algorithm::RS512,
+            Algorithm::PS256,
+            Algorithm::PS384,
+            Algorithm::PS512,
+        ],
+        AlgorithmParameters::EllipticCurve(p) => match p.curve {
+            EllipticCurve::P256 => vec![Algorithm::ES256],
+            EllipticCurve::P384 => vec![Algorithm::ES384],
+            _ => vec![],
+        },
+        AlgorithmParameters::OctetKeyPair(_) => vec![Algorithm::EdDSA],
+        _ => vec![],
+    };
+    match jwk
+        .common
+        .key_algorithm
+        .and_then(|a| Algorithm::try_from(a).ok())
+    {
+        Some(declared) => by_type.into_iter().filter(|a| *a == declared).collect(),
+        None => by_type,
+    }
+}
+
+/// `scope` (space-separated) or `scp` (a list or a string).
+fn scopes_of(claims: &Value) -> HashSet<&str> {
+    let mut scopes = HashSet::new();
+    for field in ["scope", "scp"] {
+        match &claims[field] {
+            Value::String(s) => scopes.extend(s.split_whitespace()),
+            Value::Array(items) => scopes.extend(items.iter().filter_map(Value::as_str)),
+            _ => {}
+        }
+    }
+    scopes
+}
+
+/// The issuer's `jwks_uri`, from its OAuth (RFC 8414) or OpenID metadata.
+async fn discover_jwks(http: &reqwest::Client, issuer: &str) -> Result<String, String> {
+    let base = issuer.trim_end_matches('/');
+    for well_known in [
+        "/.well-known/oauth-authorization-server",
+        "/.well-known/openid-configuration",
+    ] {
+        let Ok(response) = http.get(format!("{base}{well_known}")).send().await else {
+            continue;
+        };
+        let Ok(metadata) = response.error_for_status().map(|r| r.json::<Value>()) else {
+            continue;
+        };
+        if let Ok(metadata) = metadata.await
+            && let Some(uri) = metadata["jwks_uri"].as_str()
+        {
+            return Ok(check_url("the issuer's jwks_uri", uri)?.to_string());
+        }
+    }
+    Err(format!(
+        "--oauth-issuer {issuer}: found no jwks_uri in its metadata (tried \
+         /.well-known/oauth-authorization-server and /.well-known/openid-configuration); check \
+         the issuer URL, or give the key set with --oauth-jwks-url"
+    ))
+}
+
+async fn fetch_jwks(http: &reqwest::Client, url: &str) -> Result<JwkSet, String> {
+    let response = http
+        .get(url)
+        .send()
+        .await
+        .and_then(|r| r.error_for_status())
+        .map_err(|e| format!("cannot fetch the issuer's keys from {url}: {e}"))?;
+    response
+        .json::<JwkSet>()
+        .await
+        .map_err(|e| format!("the issuer's keys at {url} are not a JWKS: {e}"))
+}
+
+/// Answers 401 or 403, with `WWW-Authenticate` pointing at the metadata,
+/// unless the request carries a token the verifier accepts.
+pub async fn require_token(
+    verifier: std::sync::Arc<Verifier>,
+    request: Request<Body>,
+    next: Next,
+) -> Response<Body> {
+    let refusal = match super::http_guard::bearer_of(&request) {
+        None => Refusal::InvalidToken("no bearer token".into()),
+        Some(token) => match verifier.verify(token).await {
+            Ok(()) => return next.run(request).await,
+            Err(refusal) => refusal,
+        },
+    };
+    let metadata = verifier.metadata_url();
+    let (status, challenge, message) = match &refusal {
+        Refusal::InvalidToken(why) => (
+            StatusCode::UNAUTHORIZED,
+            format!(
+                r#"Bearer resource_metadata="{metadata}", error="invalid_token", error_description="{why}""#
+            ),
+            format!(
+                "unauthorized: {why}. Get a token from {} for the resource {} (see {metadata})",
+                verifier.options.issuer, verifier.options.resource
+            ),
+        ),
+        Refusal::InsufficientScope => {
+            let scopes = verifier.options.scopes.join(" ");
+            (
+                StatusCode::FORBIDDEN,
+                format!(
+                    r#"Bearer resource_metadata="{metadata}", error="insufficient_scope", scope="{scopes}""#
+                ),
+                format!("forbidden: the token lacks the scopes this server needs: {scopes}"),
+            )
+        }
+    };
+    Response::builder()
+        .status(status)
+        .header(header::WWW_AUTHENTICATE, challenge)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(json!({ "error": message }).to_string()))
+        .expect("a valid response")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn symmetric_keys_verify_nothing() {
+        let oct: Jwk = serde_json::from_value(json!({"kty": "oct", "k": "c2VjcmV0"})).unwrap();
+        assert!(algorithms_for(&oct).is_empty());
+        let ec: Jwk = serde_json::from_value(json!({
+            "kty": "EC", "crv": "P-256",
+            "x": "f83OJ3D2xF1Bg8vub9tLe1gHMzV76e8Tus9uPHvRVEU",
+            "y": "x_FEzRu9m36HLN_tue659LNpXW6pCyStikYjKIWI5a0"
+        }))
+        .unwrap();
+        assert_eq!(algorithms_for(&ec), vec![Algorithm::ES256]);
+    }
+
+    #[test]
+    fn scopes_come_from_scope_or_scp() {
+        let claims = json!({"scope": "mcp:read mcp:call", "scp": ["extra"]});
+        let scopes = scopes_of(&claims);
+        assert!(scopes.contains("mcp:call") && scopes.contains("extra"));
+    }
+}
