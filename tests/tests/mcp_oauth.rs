@@ -241,3 +241,55 @@ fn refused_start(issuer: &str) -> String {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     stderr
 }
+
+#[tokio::test]
+async fn one_client_cannot_take_every_call_slot() {
+    let issuer = Issuer::start();
+    let kit = skillbox_e2e::testkit_skills();
+    let (_server, url) = skillbox_e2e::mcp::serve_http(&[
+        "--oauth-issuer",
+        &issuer.url,
+        "--oauth-resource",
+        RESOURCE,
+        "--skills",
+        kit.path().to_str().unwrap(),
+        "--skill",
+        "testkit",
+        "--tools",
+        "all",
+        "--max-concurrency",
+        "2",
+        "--max-calls-per-client",
+        "1",
+    ]);
+    let token_of = |sub: &str| issuer.mint(&with(claims(&issuer), json!({ "sub": sub })));
+    let alice = connect(&url, &token_of("alice"), ProtocolVersion::V_2026_07_28).await;
+    let bob = connect(&url, &token_of("bob"), ProtocolVersion::V_2026_07_28).await;
+    // Alice asks for both slots with two long calls.
+    let long = || {
+        let peer = alice.peer().clone();
+        tokio::spawn(async move {
+            let args = json!({"ms": 20_000}).as_object().cloned().unwrap();
+            peer.call_tool(
+                rmcp::model::CallToolRequestParams::new("testkit__sleep-ms").with_arguments(args),
+            )
+            .await
+        })
+    };
+    let (first, second) = (long(), long());
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // Bob still gets the slot Alice's share leaves free (with a share of 2
+    // this waits 20 s and fails).
+    let noop = bob
+        .peer()
+        .call_tool(rmcp::model::CallToolRequestParams::new("testkit__noop"))
+        .await
+        .unwrap();
+    assert_ne!(noop.is_error, Some(true));
+    assert!(
+        !first.is_finished() && !second.is_finished(),
+        "bob's call waited for alice's"
+    );
+    first.abort();
+    second.abort();
+}

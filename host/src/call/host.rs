@@ -7,9 +7,9 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use serde_json::Value;
-use tokio::sync::Semaphore;
 
 use super::audit::{AuditLog, Record, now_rfc3339};
+use super::slots::{CallSlots, Slot};
 use crate::sandbox::{LoadedComponent, Sandbox, SandboxError};
 use crate::skill::policy::{self, HostState, LimitOverrides, UserPolicy};
 use crate::skill::tools::{self, SkillTool};
@@ -24,6 +24,8 @@ pub struct HostOptions {
     pub overrides: LimitOverrides,
     /// Calls that may run at once; the rest wait.
     pub max_concurrency: usize,
+    /// Calls one client may run at once (see [`Caller::principal`]).
+    pub max_per_client: usize,
     /// Serve only `read` tools (no writes, no scripts; workspace read-only).
     pub read_only: bool,
     /// Which of a model's calls need the user's confirmation first.
@@ -49,7 +51,7 @@ pub struct Host {
     pub sandbox: Arc<Sandbox>,
     pub options: HostOptions,
     resolved: Mutex<HashMap<String, ResolvedTools>>,
-    calls: Semaphore,
+    calls: CallSlots,
     audit: Option<AuditLog>,
 }
 
@@ -80,7 +82,7 @@ impl Host {
         let host = Host {
             catalog: RwLock::new(Arc::new(catalog)),
             sandbox,
-            calls: Semaphore::new(options.max_concurrency.max(1)),
+            calls: CallSlots::new(options.max_concurrency, options.max_per_client),
             options,
             resolved: Mutex::new(HashMap::new()),
             audit,
@@ -230,10 +232,11 @@ impl Host {
         self.resolved.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Waits for a call slot: at most `max_concurrency` calls run at once.
-    pub async fn call_slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, SandboxError> {
+    /// Waits for a call slot: at most `max_concurrency` calls run at once,
+    /// and at most `max_per_client` for one principal.
+    pub async fn call_slot(&self, principal: Option<&str>) -> Result<Slot, SandboxError> {
         self.calls
-            .acquire()
+            .acquire(principal)
             .await
             .map_err(|_| SandboxError::Host("the server is shutting down".into()))
     }

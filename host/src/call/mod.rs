@@ -15,6 +15,7 @@ pub mod audit;
 pub mod confirm;
 mod host;
 pub mod redact;
+mod slots;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -57,6 +58,9 @@ pub struct Caller {
     pub access: Access,
     /// The user's answer to a confirmation question, if one was asked.
     pub approval: Approval,
+    /// Who this is for the fair share of call slots: an authenticated
+    /// subject or a network address. `None` is not limited by a share.
+    pub principal: Option<String>,
 }
 
 /// The invocation policy a caller is held to.
@@ -320,7 +324,7 @@ impl Host {
                 .map(|(k, v)| (k.as_str(), v.as_str())),
         );
         let run = async {
-            let _slot = self.call_slot().await?;
+            let _slot = self.call_slot(caller.principal.as_deref()).await?;
             match target {
                 Target::Tool { arguments, .. } => {
                     let tool = prepared

@@ -166,6 +166,7 @@ impl SandboxFlags {
             policy: self.policy()?,
             overrides: self.overrides(),
             max_concurrency,
+            max_per_client: max_concurrency,
             read_only: self.read_only,
             confirm: crate::call::ConfirmPolicy::Never,
         })

@@ -91,6 +91,11 @@ pub struct ServeArgs {
     /// Tool calls that may run at once; more wait their turn.
     #[arg(long, value_name = "N", default_value_t = 8)]
     max_concurrency: usize,
+    /// Tool calls one HTTP client (an OAuth subject, else an address) may
+    /// run at once, so no client takes every slot (default: half of
+    /// --max-concurrency).
+    #[arg(long, value_name = "N")]
+    max_calls_per_client: Option<usize>,
     /// Bytes of a tool result put into the model's context; the rest is cut head and tail.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_OUTPUT_BUDGET)]
     output_budget: usize,
@@ -113,6 +118,10 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         .sandbox
         .host_options(args.sources.options(), args.max_concurrency)?;
     host_options.confirm = args.confirm;
+    host_options.max_per_client = args
+        .max_calls_per_client
+        .unwrap_or(args.max_concurrency / 2)
+        .max(1);
     let http_addr = args
         .http
         .as_deref()

@@ -62,6 +62,20 @@ fn stateless(context: &RequestContext<RoleServer>) -> bool {
         .is_some_and(|v| v.as_str() >= STATELESS_REVISION)
 }
 
+/// Who is calling, for the per-client share of call slots: the subject of
+/// a verified OAuth token, else the client's network address. Over stdio
+/// there is one client and no share.
+fn principal(context: &RequestContext<RoleServer>) -> Option<String> {
+    let parts = context.extensions.get::<http::request::Parts>()?;
+    if let Some(subject) = parts.extensions.get::<super::oauth::Subject>() {
+        return Some(format!("sub:{}", subject.0));
+    }
+    parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<super::http_guard::ClientAddr>>()
+        .map(|info| format!("ip:{}", info.0.0.ip()))
+}
+
 /// Severity rank of a logging level, lowest first.
 fn level_rank(level: LoggingLevel) -> u8 {
     match level {
@@ -119,6 +133,7 @@ impl Session {
                 user_invoked: snapshot(&self.user_invoked),
             },
             approval: Default::default(),
+            principal: principal(context),
         }
     }
 

@@ -12,7 +12,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 use super::handler::Session;
-use super::http_guard::{BearerToken, CappedListener, CappedSessions, require_bearer};
+use super::http_guard::{BearerToken, CappedListener, CappedSessions, ClientAddr, require_bearer};
 use super::oauth::{self, Verifier};
 use super::server::Server;
 
@@ -142,7 +142,8 @@ pub async fn serve(
     }
     let listener = CappedListener::new(listener, bound_options.max_connections);
     let task = tokio::spawn(async move {
-        let server = axum::serve(listener, router).with_graceful_shutdown(async move {
+        let app = router.into_make_service_with_connect_info::<ClientAddr>();
+        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
             shutdown.cancelled().await;
         });
         if let Err(e) = server.await {

@@ -62,6 +62,11 @@ impl std::fmt::Debug for Verifier {
     }
 }
 
+/// The `sub` of a verified token, put in the request's extensions for
+/// the call path's per-client share.
+#[derive(Debug, Clone)]
+pub struct Subject(pub String);
+
 /// Why a request was turned away.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {
@@ -115,8 +120,9 @@ impl Verifier {
     }
 
     /// Verifies a bearer token: signature by an issuer key, `iss`, `aud`,
-    /// `exp` (required), `nbf`, and the required scopes.
-    pub async fn verify(&self, token: &str) -> Result<(), Refusal> {
+    /// `exp` (required), `nbf`, and the required scopes. Returns the
+    /// token's subject.
+    pub async fn verify(&self, token: &str) -> Result<Subject, Refusal> {
         let invalid = |why: &str| Refusal::InvalidToken(why.to_string());
         let header =
             jsonwebtoken::decode_header(token).map_err(|_| invalid("the token is not a JWT"))?;
@@ -165,7 +171,8 @@ impl Verifier {
             .iter()
             .all(|s| granted.contains(s.as_str()))
         {
-            Ok(())
+            let subject = data.claims["sub"].as_str().unwrap_or_default();
+            Ok(Subject(subject.to_string()))
         } else {
             Err(Refusal::InsufficientScope)
         }
@@ -288,13 +295,16 @@ async fn fetch_jwks(http: &reqwest::Client, url: &str) -> Result<JwkSet, String>
 /// unless the request carries a token the verifier accepts.
 pub async fn require_token(
     verifier: std::sync::Arc<Verifier>,
-    request: Request<Body>,
+    mut request: Request<Body>,
     next: Next,
 ) -> Response<Body> {
     let refusal = match super::http_guard::bearer_of(&request) {
         None => Refusal::InvalidToken("no bearer token".into()),
         Some(token) => match verifier.verify(token).await {
-            Ok(()) => return next.run(request).await,
+            Ok(subject) => {
+                request.extensions_mut().insert(subject);
+                return next.run(request).await;
+            }
             Err(refusal) => refusal,
         },
     };
