@@ -412,6 +412,37 @@ async fn idle_connections_cannot_hold_the_connection_cap() {
 }
 
 #[tokio::test]
+async fn a_client_trickling_its_headers_cannot_hold_a_connection() {
+    let (_server, url) = serve_http(&["--max-connections", "1"]);
+    let addr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .to_string();
+    // The only slot goes to a client that sends its request line, then one
+    // header byte a second: it passes the first-byte deadline, and never
+    // finishes its headers.
+    let mut slow = std::net::TcpStream::connect(&addr).unwrap();
+    std::io::Write::write_all(&mut slow, b"POST /mcp HTTP/1.1\r\n").unwrap();
+    let trickle = std::thread::spawn(move || {
+        for _ in 0..120 {
+            if std::io::Write::write_all(&mut slow, b"X").is_err() {
+                return true;
+            }
+            std::thread::sleep(std::time::Duration::from_secs(1));
+        }
+        false
+    });
+    // A real client is served once the header deadline (10 s) drops it.
+    let client = connect_stateless(&url).await;
+    assert!(!client.peer().list_all_tools().await.unwrap().is_empty());
+    client.cancel().await.unwrap();
+    assert!(
+        trickle.join().unwrap(),
+        "the trickling connection was never closed"
+    );
+}
+
+#[tokio::test]
 async fn sessions_are_capped() {
     use rmcp::ServiceExt;
     let (_server, url) = serve_http(&["--max-sessions", "1"]);

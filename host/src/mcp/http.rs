@@ -7,6 +7,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
@@ -141,16 +142,52 @@ pub async fn serve(
         router = router.merge(public);
     }
     let listener = CappedListener::new(listener, bound_options.max_connections);
-    let task = tokio::spawn(async move {
-        let app = router.into_make_service_with_connect_info::<ClientAddr>();
-        let server = axum::serve(listener, app).with_graceful_shutdown(async move {
-            shutdown.cancelled().await;
-        });
-        if let Err(e) = server.await {
-            tracing::error!("HTTP server stopped: {e}");
-        }
-    });
+    let task = tokio::spawn(serve_connections(listener, router, shutdown));
     Ok((bound, task))
+}
+
+/// How long a client may take to send a request's headers, so a client
+/// that trickles them cannot hold a connection slot.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long in-flight requests get to finish on shutdown.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Accepts connections until `shutdown`, serving each with HTTP/1.1 under
+/// a header-read deadline (axum's own `serve` sets none), with the
+/// client's address as [`ClientAddr`] for the per-client share.
+async fn serve_connections(
+    mut listener: CappedListener,
+    router: axum::Router,
+    shutdown: CancellationToken,
+) {
+    use axum::serve::Listener;
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_READ_TIMEOUT);
+    loop {
+        let (stream, addr) = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = shutdown.cancelled() => break,
+        };
+        let service = router
+            .clone()
+            .layer(axum::Extension(axum::extract::ConnectInfo(ClientAddr(
+                addr,
+            ))));
+        let connection = http.serve_connection(
+            hyper_util::rt::TokioIo::new(stream),
+            hyper_util::service::TowerToHyperService::new(service),
+        );
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(e) = connection.await {
+                tracing::debug!("HTTP connection ended: {e}");
+            }
+        });
+    }
+    let _ = tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await;
 }
 
 #[cfg(test)]

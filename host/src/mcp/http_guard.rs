@@ -92,18 +92,10 @@ pub async fn require_bearer(
         .expect("a static response")
 }
 
-/// The address a connection came from, as axum's `ConnectInfo` for
-/// [`CappedListener`].
+/// The address a connection came from, in each request's extensions as
+/// `ConnectInfo<ClientAddr>`.
 #[derive(Debug, Clone, Copy)]
 pub struct ClientAddr(pub SocketAddr);
-
-impl axum::extract::connect_info::Connected<axum::serve::IncomingStream<'_, CappedListener>>
-    for ClientAddr
-{
-    fn connect_info(stream: axum::serve::IncomingStream<'_, CappedListener>) -> Self {
-        ClientAddr(*stream.remote_addr())
-    }
-}
 
 /// A listener that keeps at most `max` connections open: the next one is
 /// accepted only when one closes.
