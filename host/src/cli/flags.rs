@@ -194,13 +194,25 @@ pub struct SourceFlags {
     /// Never serve this skill (repeatable).
     #[arg(long = "exclude-skill", value_name = "NAME")]
     pub exclude: Vec<String>,
+    /// Skills taken from one source at most (default: 10000).
+    #[arg(long, value_name = "N")]
+    pub max_skills: Option<usize>,
+    /// Directory entries examined in one source at most (default: 500000).
+    #[arg(long, value_name = "N")]
+    pub max_entries: Option<usize>,
 }
 
 impl SourceFlags {
     pub fn options(&self) -> SourceOptions {
+        let defaults = crate::skill::discover::Limits::default();
         SourceOptions {
             only: self.only.clone(),
             exclude: self.exclude.clone(),
+            limits: crate::skill::discover::Limits {
+                max_skills: self.max_skills.unwrap_or(defaults.max_skills),
+                max_entries: self.max_entries.unwrap_or(defaults.max_entries),
+                ..defaults
+            },
             ..SourceOptions::from_environment(self.skills.clone(), self.trust_project)
         }
     }

@@ -10,6 +10,7 @@ use super::flags::SourceFlags;
 use super::{CliError, print_json};
 use crate::sandbox::Sandbox;
 use crate::skill::diagnostic::{Diagnostic, has_errors};
+use crate::skill::frontmatter::Strictness;
 use crate::skill::source::{Source, SourceKind};
 use crate::skill::{Catalog, Skill, discover, model, tokens, tools};
 
@@ -79,6 +80,7 @@ fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
             .map(|s| {
                 json!({
                     "name": s.name(),
+                    "title": s.meta.title,
                     "description": s.meta.description,
                     "source": s.source.as_str(),
                     "trusted": s.trusted,
@@ -170,7 +172,7 @@ fn skill_folders(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<Diagnostic>), C
         if path.join("SKILL.md").is_file() {
             folders.push(path.clone());
         } else {
-            let (found, d) = discover::skill_dirs(path);
+            let (found, d) = discover::skill_dirs(path, &discover::Limits::default());
             if found.is_empty() {
                 diags.push(Diagnostic::error(
                     path,
@@ -193,7 +195,7 @@ pub fn check_folder(dir: &Path, sandbox: &Sandbox) -> Vec<Diagnostic> {
         root: dir.parent().unwrap_or(dir).to_path_buf(),
         trusted: true,
     };
-    let (skill, mut diags) = model::load(dir, &source);
+    let (skill, mut diags) = model::load(dir, &source, Strictness::Strict);
     if let Some(skill) = skill {
         diags.extend(tools::resolve(&skill, sandbox).diagnostics);
         if let Some(manifest) = &skill.manifest {

@@ -12,12 +12,11 @@ use std::time::Duration;
 
 use super::server::Server;
 use crate::skill::SourceOptions;
-use crate::skill::discover::MAX_ENTRIES;
 
 /// A hash of every file's path, size and modification time below the roots.
 pub fn fingerprint(roots: &[&Path]) -> u64 {
     let mut hasher = DefaultHasher::new();
-    let mut budget = MAX_ENTRIES;
+    let mut budget = crate::skill::discover::Limits::default().max_entries;
     for root in roots {
         root.hash(&mut hasher);
         walk(root, 0, &mut hasher, &mut budget);

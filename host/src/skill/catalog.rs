@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use super::diagnostic::Diagnostic;
 use super::discover;
+use super::frontmatter::Strictness;
 use super::model::{self, Skill};
 use super::source::{Source, SourceOptions};
 
@@ -22,7 +23,7 @@ impl Catalog {
     /// Discovers and loads every source. Deterministic: the same folders
     /// give the same catalog whatever order they were created in.
     pub fn build(options: &SourceOptions) -> Catalog {
-        let mut catalog = Catalog::from_sources(&options.sources());
+        let mut catalog = Catalog::from_sources_within(&options.sources(), &options.limits);
         catalog.skills.retain(|name, _| options.exposes(name));
         for name in &options.only {
             if !catalog.skills.contains_key(name) {
@@ -36,11 +37,16 @@ impl Catalog {
         catalog
     }
 
+    /// The catalog of `sources`, searched within the default limits.
     pub fn from_sources(sources: &[Source]) -> Catalog {
+        Catalog::from_sources_within(sources, &discover::Limits::default())
+    }
+
+    pub fn from_sources_within(sources: &[Source], limits: &discover::Limits) -> Catalog {
         let mut catalog = Catalog::default();
         let mut candidates: BTreeMap<String, Vec<Skill>> = BTreeMap::new();
         for source in sources {
-            let (dirs, diags) = discover::skill_dirs(&source.root);
+            let (dirs, diags) = discover::skill_dirs(&source.root, limits);
             catalog.diagnostics.extend(diags);
             for dir in dirs {
                 if !source.trusted {
@@ -55,7 +61,7 @@ impl Catalog {
                     catalog.untrusted.push(dir);
                     continue;
                 }
-                let (skill, diags) = model::load(&dir, source);
+                let (skill, diags) = model::load(&dir, source, Strictness::Lenient);
                 catalog.diagnostics.extend(diags);
                 if let Some(skill) = skill {
                     candidates

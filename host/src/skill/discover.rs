@@ -6,19 +6,36 @@ use std::path::{Path, PathBuf};
 
 use super::diagnostic::Diagnostic;
 
-/// Folders below a source root searched for skills.
-pub const MAX_DEPTH: usize = 6;
-/// Skills taken from one source.
-pub const MAX_SKILLS: usize = 1000;
-/// Directory entries examined in one source.
-pub const MAX_ENTRIES: usize = 50_000;
+/// How far one source is searched: user settings, with defaults above the
+/// largest public skill collections (thousands of skills, each with a few
+/// files), so a collection that works elsewhere is not cut short here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Folders below a source root searched for skills.
+    pub max_depth: usize,
+    /// Skills taken from one source.
+    pub max_skills: usize,
+    /// Directory entries examined in one source.
+    pub max_entries: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_depth: 6,
+            max_skills: 10_000,
+            max_entries: 500_000,
+        }
+    }
+}
 
 const SKIPPED: [&str; 2] = ["node_modules", "target"];
 
 /// The skill folders under `root`, sorted, plus diagnostics about what was
 /// skipped. A root that is itself a skill folder yields just itself.
-pub fn skill_dirs(root: &Path) -> (Vec<PathBuf>, Vec<Diagnostic>) {
+pub fn skill_dirs(root: &Path, limits: &Limits) -> (Vec<PathBuf>, Vec<Diagnostic>) {
     let mut walk = Walk {
+        limits: *limits,
         root_canonical: std::fs::canonicalize(root).unwrap_or_else(|_| root.to_path_buf()),
         found: Vec::new(),
         diagnostics: Vec::new(),
@@ -45,6 +62,7 @@ pub fn skill_dirs(root: &Path) -> (Vec<PathBuf>, Vec<Diagnostic>) {
 }
 
 struct Walk {
+    limits: Limits,
     root_canonical: PathBuf,
     found: Vec<PathBuf>,
     diagnostics: Vec<Diagnostic>,
@@ -62,11 +80,14 @@ impl Walk {
             return; // a symlink loop
         }
         if dir.join("SKILL.md").is_file() {
-            if self.found.len() >= MAX_SKILLS {
+            if self.found.len() >= self.limits.max_skills {
                 self.diagnostics.push(Diagnostic::warning(
                     dir,
                     "source-limit",
-                    format!("more than {MAX_SKILLS} skills in one source; the rest are skipped"),
+                    format!(
+                        "more than {} skills in one source; the rest are skipped (raise --max-skills)",
+                        self.limits.max_skills
+                    ),
                 ));
                 return;
             }
@@ -80,7 +101,7 @@ impl Walk {
                 "found `skill.md`; the file must be named exactly `SKILL.md` to load",
             ));
         }
-        if depth >= MAX_DEPTH {
+        if depth >= self.limits.max_depth {
             return;
         }
         let Ok(entries) = std::fs::read_dir(dir) else {
@@ -90,11 +111,14 @@ impl Walk {
         children.sort_by_key(|e| e.file_name());
         for child in children {
             self.entries += 1;
-            if self.entries > MAX_ENTRIES {
+            if self.entries > self.limits.max_entries {
                 self.diagnostics.push(Diagnostic::warning(
                     dir,
                     "source-limit",
-                    format!("more than {MAX_ENTRIES} entries in one source; the rest are skipped"),
+                    format!(
+                        "more than {} entries in one source; the rest are skipped (raise --max-entries)",
+                        self.limits.max_entries
+                    ),
                 ));
                 return;
             }

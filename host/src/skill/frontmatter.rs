@@ -45,8 +45,27 @@ impl Frontmatter {
     }
 }
 
-/// Decodes and splits SKILL.md.
+/// How strictly SKILL.md is read: `skills check` holds authors to the
+/// specification; serving follows the Agent Skills client guide's lenient
+/// rules, so a skill other hosts load is not silently missing here.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strictness {
+    Strict,
+    Lenient,
+}
+
+/// Decodes and splits SKILL.md, strictly.
 pub fn split(bytes: &[u8]) -> Result<Frontmatter, Problem> {
+    split_with(bytes, Strictness::Strict).map(|(fm, _)| fm)
+}
+
+/// Decodes and splits SKILL.md. Leniently, YAML that does not parse is
+/// tried once more with every top-level value that contains `: ` quoted
+/// (the most common mistake), and a warning says so.
+pub fn split_with(
+    bytes: &[u8],
+    strictness: Strictness,
+) -> Result<(Frontmatter, Option<Problem>), Problem> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         let line = bytes[..e.valid_up_to()]
             .iter()
@@ -88,13 +107,64 @@ pub fn split(bytes: &[u8]) -> Result<Frontmatter, Problem> {
         ));
     };
     let yaml = &text[first.len()..yaml_end];
-    let mapping = parse_yaml(yaml)?;
-    Ok(Frontmatter {
-        mapping,
-        body: text[body_start..].to_string(),
-        body_line: close_line + 1,
-        key_lines: top_level_key_lines(yaml),
-    })
+    let (mapping, relaxed) = match parse_yaml(yaml) {
+        Ok(mapping) => (mapping, None),
+        Err(problem) if strictness == Strictness::Lenient && problem.rule == "yaml-syntax" => {
+            let (quoted, lines) = quote_colon_values(yaml);
+            match (lines.is_empty(), parse_yaml(&quoted)) {
+                (false, Ok(mapping)) => {
+                    let lines: Vec<String> = lines.iter().map(ToString::to_string).collect();
+                    let warning = Problem::new(
+                        problem.line,
+                        "yaml-syntax",
+                        format!(
+                            "{}; read after quoting the values that contain `: ` (line {}); quote them in SKILL.md",
+                            problem.message,
+                            lines.join(", ")
+                        ),
+                    );
+                    (mapping, Some(warning))
+                }
+                _ => return Err(problem),
+            }
+        }
+        Err(problem) => return Err(problem),
+    };
+    Ok((
+        Frontmatter {
+            mapping,
+            body: text[body_start..].to_string(),
+            body_line: close_line + 1,
+            key_lines: top_level_key_lines(yaml),
+        },
+        relaxed,
+    ))
+}
+
+/// The YAML with each plain top-level value that contains `: ` written as
+/// a quoted string, and the file lines changed.
+fn quote_colon_values(yaml: &str) -> (String, Vec<usize>) {
+    let mut out = String::with_capacity(yaml.len() + 64);
+    let mut changed = Vec::new();
+    for (i, line) in yaml.split_inclusive('\n').enumerate() {
+        let content = line.trim_end_matches('\n');
+        let quotable = !content.starts_with([' ', '\t', '#', '-'])
+            && content.split_once(": ").is_some_and(|(key, value)| {
+                let value = value.trim();
+                !key.contains(['"', '\'', '#'])
+                    && value.contains(": ")
+                    && !value.starts_with(['"', '\'', '|', '>', '[', '{', '&', '*', '!'])
+            });
+        if quotable {
+            let (key, value) = content.split_once(": ").expect("checked above");
+            let escaped = value.trim().replace('\\', "\\\\").replace('"', "\\\"");
+            out.push_str(&format!("{key}: \"{escaped}\"\n"));
+            changed.push(i + YAML_FIRST_LINE);
+        } else {
+            out.push_str(line);
+        }
+    }
+    (out, changed)
 }
 
 /// The frontmatter starts on line 2 of the file.
@@ -211,6 +281,22 @@ mod tests {
         let fm = split(b"\xef\xbb\xbf---\r\nname: a\r\ndescription: b\r\n---\r\nx\r\n").unwrap();
         assert_eq!(fm.body, "x\n");
         assert_eq!(fm.mapping.len(), 2);
+    }
+
+    #[test]
+    fn lenient_reading_quotes_values_with_colons() {
+        let text = b"---\nname: a\ndescription: Use when: the logs say \"x\"\n---\nbody\n";
+        assert_eq!(split(text).unwrap_err().rule, "yaml-syntax");
+        let (fm, warning) = split_with(text, Strictness::Lenient).unwrap();
+        assert_eq!(
+            fm.mapping.get("description").and_then(Value::as_str),
+            Some("Use when: the logs say \"x\"")
+        );
+        let warning = warning.expect("a warning");
+        assert_eq!(warning.rule, "yaml-syntax");
+        assert!(warning.message.contains("line 3"), "{}", warning.message);
+        let broken = b"---\nname: [a\n---\n";
+        assert!(split_with(broken, Strictness::Lenient).is_err());
     }
 
     #[test]

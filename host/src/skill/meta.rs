@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_norway::Value;
 
-use super::frontmatter::{Frontmatter, Problem, kind_of};
+use super::frontmatter::{Frontmatter, Problem, Strictness, kind_of};
 
 pub const MAX_NAME_CHARS: usize = 64;
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
@@ -41,6 +41,9 @@ pub struct SkillMeta {
     pub argument_hint: Option<String>,
     /// Unknown keys, kept as their YAML text.
     pub extra: BTreeMap<String, String>,
+    /// The frontmatter's `name` when the skill is served under its folder's
+    /// name instead (lenient reading): a display title.
+    pub title: Option<String>,
 }
 
 /// What validation found: the metadata when nothing was fatal, and the
@@ -52,7 +55,15 @@ pub struct Checked {
 }
 
 /// Validates the frontmatter of the skill in folder `folder_name`.
-pub fn check(fm: &Frontmatter, folder_name: &str) -> Checked {
+///
+/// Strictly, any error leaves the skill without metadata. Leniently (the
+/// Agent Skills client guide's rules for hosts), a skill is skipped only
+/// when it has no usable description or no valid name can be derived: a
+/// name that is invalid or differs from the folder gives way to the
+/// folder's name, an over-long description is cut at a word boundary,
+/// badly typed optional fields are ignored, and every such error becomes a
+/// warning with the same rule id.
+pub fn check(fm: &Frontmatter, folder_name: &str, strictness: Strictness) -> Checked {
     let mut v = Validator {
         fm,
         errors: Vec::new(),
@@ -114,19 +125,26 @@ pub fn check(fm: &Frontmatter, folder_name: &str) -> Checked {
         }
     }
 
+    let build = |name, description, title| SkillMeta {
+        name,
+        description,
+        license,
+        compatibility,
+        metadata,
+        allowed_tools,
+        disable_model_invocation,
+        user_invocable,
+        argument_hint,
+        extra,
+        title,
+    };
+    if strictness == Strictness::Lenient {
+        return lenient(v, fm, folder_name, name, description, build);
+    }
     let meta = match (name, description) {
-        (Some(name), Some(description)) if v.errors.is_empty() => Some(SkillMeta {
-            name,
-            description,
-            license,
-            compatibility,
-            metadata,
-            allowed_tools,
-            disable_model_invocation,
-            user_invocable,
-            argument_hint,
-            extra,
-        }),
+        (Some(name), Some(description)) if v.errors.is_empty() => {
+            Some(build(name, description, None))
+        }
         _ => None,
     };
     Checked {
@@ -134,6 +152,81 @@ pub fn check(fm: &Frontmatter, folder_name: &str) -> Checked {
         errors: v.errors,
         warnings: v.warnings,
     }
+}
+
+/// The lenient outcome: metadata under a derivable name whenever there is a
+/// description, with the relaxed errors as warnings.
+fn lenient(
+    mut v: Validator<'_>,
+    fm: &Frontmatter,
+    folder: &str,
+    name: Option<String>,
+    description: Option<String>,
+    build: impl FnOnce(String, String, Option<String>) -> SkillMeta,
+) -> Checked {
+    let valid = |n: &str| name_format_problem(n).is_none() && n.chars().count() <= MAX_NAME_CHARS;
+    let served = match &name {
+        Some(n) if valid(n) && n == folder => Some(n.clone()),
+        _ if valid(folder) => Some(folder.to_string()),
+        _ => None,
+    };
+    let (Some(served), Some(description)) = (served.clone(), description) else {
+        if served.is_none() {
+            v.error(
+                fm.line_of("name"),
+                "name-format",
+                format!(
+                    "no valid name can be derived: neither `name` nor the folder {folder:?} is a \
+                     valid skill name (a-z, 0-9 and single hyphens, at most {MAX_NAME_CHARS} \
+                     characters); the skill is skipped"
+                ),
+            );
+        }
+        return Checked {
+            meta: None,
+            errors: v.errors,
+            warnings: v.warnings,
+        };
+    };
+    for mut problem in std::mem::take(&mut v.errors) {
+        problem.message.push_str(&match problem.rule {
+            "name-format" | "name-length" | "name-folder-mismatch" | "name-missing" => {
+                format!("; served as `{served}` (the folder's name)")
+            }
+            "description-length" => {
+                format!(
+                    "; cut at a word boundary to {MAX_DESCRIPTION_CHARS} characters for the catalog"
+                )
+            }
+            _ => "; the field is ignored".to_string(),
+        });
+        v.warnings.push(problem);
+    }
+    let description = cut_at_word(&description, MAX_DESCRIPTION_CHARS);
+    let title = name.filter(|n| *n != served);
+    Checked {
+        meta: Some(build(served, description, title)),
+        errors: Vec::new(),
+        warnings: v.warnings,
+    }
+}
+
+/// `text` cut to at most `max` characters at a word boundary, with `…`;
+/// unchanged when it fits.
+pub fn cut_at_word(text: &str, max: usize) -> String {
+    if text.chars().count() <= max {
+        return text.to_string();
+    }
+    let limit = text
+        .char_indices()
+        .nth(max.saturating_sub(1))
+        .map_or(text.len(), |(i, _)| i);
+    let head = &text[..limit];
+    let cut = head
+        .rfind(char::is_whitespace)
+        .filter(|&i| i > limit / 2)
+        .unwrap_or(limit);
+    format!("{}…", head[..cut].trim_end())
 }
 
 struct Validator<'a> {
@@ -347,8 +440,40 @@ pub fn name_format_problem(name: &str) -> Option<&'static str> {
 mod tests {
     use proptest::prelude::*;
 
-    use super::super::frontmatter::split;
-    use super::check;
+    use super::super::frontmatter::{Strictness, split};
+    use super::{check, cut_at_word};
+
+    #[test]
+    fn descriptions_are_cut_at_a_word() {
+        let long = "word ".repeat(300);
+        let cut = cut_at_word(&long, 1024);
+        assert!(cut.chars().count() <= 1024, "{}", cut.chars().count());
+        assert!(cut.ends_with("word…"));
+        assert_eq!(cut_at_word("short", 1024), "short");
+    }
+
+    #[test]
+    fn lenient_reading_serves_a_display_name_under_the_folder() {
+        let fm =
+            split(b"---\nname: Build SQL Context\ndescription: Builds context.\n---\n").unwrap();
+        let strict = check(&fm, "build-sql", Strictness::Strict);
+        assert!(strict.meta.is_none());
+        let lenient = check(&fm, "build-sql", Strictness::Lenient);
+        let meta = lenient.meta.expect("served");
+        assert_eq!(meta.name, "build-sql");
+        assert_eq!(meta.title.as_deref(), Some("Build SQL Context"));
+        let rules: Vec<&str> = lenient.warnings.iter().map(|w| w.rule).collect();
+        assert!(
+            rules.contains(&"name-format") && rules.contains(&"name-folder-mismatch"),
+            "{rules:?}"
+        );
+        let bad_folder = check(&fm, "Bad Folder", Strictness::Lenient);
+        assert!(bad_folder.meta.is_none());
+        let no_description = split(b"---\nname: x\n---\n").unwrap();
+        let skipped = check(&no_description, "x", Strictness::Lenient);
+        assert!(skipped.meta.is_none());
+        assert_eq!(skipped.errors[0].rule, "description-missing");
+    }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(2000))]
@@ -356,7 +481,8 @@ mod tests {
         #[test]
         fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
             if let Ok(fm) = split(&bytes) {
-                let _ = check(&fm, "x");
+                let _ = check(&fm, "x", Strictness::Strict);
+                let _ = check(&fm, "x", Strictness::Lenient);
             }
         }
 
@@ -364,7 +490,8 @@ mod tests {
         fn arbitrary_frontmatter_text_never_panics(yaml in "[a-z:\\-\\[\\]{}&*!|>'\" \\n#0-9]{0,200}") {
             let text = format!("---\n{yaml}\n---\nbody\n");
             if let Ok(fm) = split(text.as_bytes()) {
-                let _ = check(&fm, "x");
+                let _ = check(&fm, "x", Strictness::Strict);
+                let _ = check(&fm, "x", Strictness::Lenient);
             }
         }
     }

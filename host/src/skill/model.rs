@@ -7,7 +7,7 @@ use sha2::{Digest, Sha256};
 
 use super::diagnostic::Diagnostic;
 use super::files::{MAX_SKILL_FILE_BYTES, ReadError, SkillDir};
-use super::frontmatter::{self, Problem};
+use super::frontmatter::{self, Problem, Strictness};
 use super::manifest::{self, MANIFEST_FILE, Manifest};
 use super::meta::{self, SkillMeta};
 use super::source::{Source, SourceKind};
@@ -127,7 +127,11 @@ impl Skill {
 
 /// Loads the skill in `dir`. Returns the skill only when there is no error;
 /// warnings come back either way.
-pub fn load(dir: &Path, source: &Source) -> (Option<Skill>, Vec<Diagnostic>) {
+pub fn load(
+    dir: &Path,
+    source: &Source,
+    strictness: Strictness,
+) -> (Option<Skill>, Vec<Diagnostic>) {
     let skill_md = dir.join(SKILL_FILE);
     let mut diagnostics = Vec::new();
     let to_diag = |file: &Path, p: Problem, warning: bool| {
@@ -173,8 +177,11 @@ pub fn load(dir: &Path, source: &Source) -> (Option<Skill>, Vec<Diagnostic>) {
             return (None, diagnostics);
         }
     };
-    let fm = match frontmatter::split(&bytes) {
-        Ok(fm) => fm,
+    let fm = match frontmatter::split_with(&bytes, strictness) {
+        Ok((fm, relaxed)) => {
+            diagnostics.extend(relaxed.map(|p| to_diag(&skill_md, p, true)));
+            fm
+        }
         Err(p) => {
             diagnostics.push(to_diag(&skill_md, p, false));
             return (None, diagnostics);
@@ -184,7 +191,7 @@ pub fn load(dir: &Path, source: &Source) -> (Option<Skill>, Vec<Diagnostic>) {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
-    let checked = meta::check(&fm, &folder_name);
+    let checked = meta::check(&fm, &folder_name, strictness);
     diagnostics.extend(
         checked
             .errors

@@ -53,6 +53,8 @@ pub struct SourceOptions {
     pub only: Vec<String>,
     /// Never serve these skills (`--exclude-skill NAME`).
     pub exclude: Vec<String>,
+    /// How far each source is searched.
+    pub limits: super::discover::Limits,
 }
 
 impl SourceOptions {
@@ -67,6 +69,7 @@ impl SourceOptions {
             system: system_skills_dir(),
             only: Vec::new(),
             exclude: Vec::new(),
+            limits: Default::default(),
         }
     }
 

@@ -1,0 +1,206 @@
+//! Real skill collections: the shapes published skills take, loaded
+//! leniently for serving (the Agent Skills client guide's rules) and still
+//! reported strictly by `skills check`; and a collection of thousands.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::Value;
+use skillbox_e2e::run;
+
+fn write_skill(root: &Path, folder: &str, skill_md: &str) {
+    let dir = root.join(folder);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("SKILL.md"), skill_md).unwrap();
+}
+
+fn skill_md(name: &str, description: &str) -> String {
+    format!("---\nname: {name}\ndescription: {description}\n---\n# Steps\nDo the thing.\n")
+}
+
+/// `skills list --json` over `dirs`, as (skills by name, diagnostics).
+fn list(dirs: &[&Path]) -> (BTreeMap<String, Value>, Vec<Value>) {
+    let mut args = vec!["skills", "list", "--json"];
+    for dir in dirs {
+        args.extend(["--skills", dir.to_str().unwrap()]);
+    }
+    let out = run(&args);
+    assert_eq!(out.code, 0, "{}", out.stderr);
+    let json: Value = serde_json::from_str(&out.stdout).unwrap();
+    let skills = json["skills"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["source"] == "explicit")
+        .map(|s| (s["name"].as_str().unwrap().to_string(), s.clone()))
+        .collect();
+    (skills, json["diagnostics"].as_array().unwrap().clone())
+}
+
+/// The rule ids reported about files under `folder`, with their severity.
+fn rules_for(diagnostics: &[Value], folder: &Path) -> Vec<String> {
+    let mut rules: Vec<String> = diagnostics
+        .iter()
+        .filter(|d| Path::new(d["path"].as_str().unwrap()).starts_with(folder))
+        .map(|d| {
+            format!(
+                "{}:{}",
+                d["severity"].as_str().unwrap(),
+                d["rule"].as_str().unwrap()
+            )
+        })
+        .collect();
+    rules.sort();
+    rules.dedup();
+    rules
+}
+
+#[test]
+fn published_shapes_load_leniently_and_check_strictly() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    let root = a.path();
+    write_skill(
+        root,
+        "build-sql",
+        &skill_md(
+            "Build SQL and vector retrieval context layers with TiDB",
+            "Builds retrieval context from SQL and vectors.",
+        ),
+    );
+    write_skill(root, "log-helper", &skill_md("log-tool", "Reads logs."));
+    write_skill(
+        root,
+        "long-name",
+        &skill_md(&"a".repeat(70), "A long name."),
+    );
+    let long = "Summarizes release notes in depth. ".repeat(40);
+    write_skill(root, "long-desc", &skill_md("long-desc", &long));
+    write_skill(
+        root,
+        "colon",
+        &skill_md("colon", "Use when: the deploy fails"),
+    );
+    write_skill(root, "no-frontmatter", "# Just a title\nSome steps.\n");
+    write_skill(root, "empty-desc", &skill_md("empty-desc", "\"\""));
+    write_skill(
+        root,
+        "Bad Folder",
+        &skill_md("Also Bad", "Has no usable name."),
+    );
+    write_skill(
+        root,
+        "extra-field",
+        "---\nname: extra-field\ndescription: Has a version.\nversion: 2\n---\nbody\n",
+    );
+    // The same name in two sources of equal precedence: the first found wins.
+    write_skill(root, "dup", &skill_md("dup", "The first copy."));
+    write_skill(b.path(), "dup", &skill_md("dup", "The second copy."));
+
+    let (skills, diagnostics) = list(&[root, b.path()]);
+    let names: Vec<&str> = skills.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "build-sql",
+            "colon",
+            "dup",
+            "extra-field",
+            "log-helper",
+            "long-desc",
+            "long-name"
+        ],
+        "exactly these load"
+    );
+    assert_eq!(
+        skills["build-sql"]["title"],
+        "Build SQL and vector retrieval context layers with TiDB"
+    );
+    assert_eq!(skills["log-helper"]["title"], "log-tool");
+    assert_eq!(skills["colon"]["description"], "Use when: the deploy fails");
+    assert_eq!(skills["dup"]["description"], "The first copy.");
+    let cut = skills["long-desc"]["description"].as_str().unwrap();
+    assert!(cut.chars().count() <= 1024 && cut.ends_with('…'), "{cut}");
+
+    let expect = |folder: &str, rules: &[&str]| {
+        assert_eq!(
+            rules_for(&diagnostics, &root.join(folder)),
+            rules.iter().map(|r| r.to_string()).collect::<Vec<_>>(),
+            "{folder}"
+        );
+    };
+    expect(
+        "build-sql",
+        &["warning:name-folder-mismatch", "warning:name-format"],
+    );
+    expect("log-helper", &["warning:name-folder-mismatch"]);
+    expect(
+        "long-name",
+        &["warning:name-folder-mismatch", "warning:name-length"],
+    );
+    expect("long-desc", &["warning:description-length"]);
+    expect("colon", &["warning:yaml-syntax"]);
+    expect("no-frontmatter", &["error:frontmatter-missing"]);
+    expect("empty-desc", &["error:description-empty"]);
+    expect(
+        "Bad Folder",
+        &["error:name-folder-mismatch", "error:name-format"],
+    );
+    expect("extra-field", &["warning:unknown-field"]);
+    assert_eq!(
+        rules_for(&diagnostics, &b.path().join("dup")),
+        ["warning:name-collision"]
+    );
+
+    // `skills check` is as strict as ever: each relaxation is an error there.
+    let out = run(&["skills", "check", root.to_str().unwrap()]);
+    assert_eq!(out.code, 1);
+    for (folder, rule) in [
+        ("build-sql", "name-format"),
+        ("log-helper", "name-folder-mismatch"),
+        ("long-name", "name-length"),
+        ("long-desc", "description-length"),
+        ("colon", "yaml-syntax"),
+        ("no-frontmatter", "frontmatter-missing"),
+        ("empty-desc", "description-empty"),
+    ] {
+        let reported = out.stdout.lines().any(|l| {
+            l.contains(&format!("/{folder}/SKILL.md")) && l.contains(&format!("error: {rule}"))
+        });
+        assert!(reported, "check misses {rule} in {folder}:\n{}", out.stdout);
+    }
+}
+
+#[test]
+fn a_collection_of_thousands_loads_whole() {
+    let root = tempfile::tempdir().unwrap();
+    for i in 0..3_000 {
+        write_skill(
+            root.path(),
+            &format!("skill-{i:04}"),
+            &skill_md(
+                &format!("Skill Number {i}"),
+                &format!("Handles task family {i} with care."),
+            ),
+        );
+    }
+    let (skills, diagnostics) = list(&[root.path()]);
+    assert_eq!(skills.len(), 3_000);
+    assert!(
+        !diagnostics.iter().any(|d| d["rule"] == "source-limit"),
+        "the default limits cut the collection"
+    );
+    let out = run(&[
+        "skills",
+        "list",
+        "--json",
+        "--max-skills",
+        "100",
+        "--skills",
+        root.path().to_str().unwrap(),
+    ]);
+    assert!(
+        out.stdout.contains("raise --max-skills"),
+        "the cap names its flag"
+    );
+}
