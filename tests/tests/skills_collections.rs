@@ -204,3 +204,145 @@ fn a_collection_of_thousands_loads_whole() {
         "the cap names its flag"
     );
 }
+
+const NOUNS: [&str; 61] = [
+    "invoice", "ledger", "sensor", "glacier", "orchard", "harbor", "meteor", "quartz", "tundra",
+    "violin", "walnut", "yacht", "zephyr", "anchor", "beacon", "canyon", "dynamo", "ember",
+    "falcon", "geyser", "hazel", "igloo", "jasper", "kettle", "lantern", "magnet", "nectar",
+    "oyster", "pepper", "quiver", "raven", "saddle", "tablet", "umbra", "velvet", "willow",
+    "xenon", "yonder", "zinnia", "acorn", "bramble", "cobalt", "dune", "elm", "fjord", "granite",
+    "heron", "iris", "juniper", "kelp", "lotus", "maple", "nimbus", "onyx", "pebble", "quill",
+    "reef", "spruce", "thistle", "urchin", "vortex",
+];
+const FORMATS: [&str; 53] = [
+    "spreadsheet",
+    "diagram",
+    "podcast",
+    "manifest",
+    "brochure",
+    "almanac",
+    "atlas",
+    "ballad",
+    "blueprint",
+    "bulletin",
+    "calendar",
+    "catalogue",
+    "chronicle",
+    "codex",
+    "compendium",
+    "digest",
+    "dossier",
+    "epistle",
+    "fable",
+    "folio",
+    "gazette",
+    "glossary",
+    "handbook",
+    "hymnal",
+    "itinerary",
+    "journal",
+    "lexicon",
+    "limerick",
+    "logbook",
+    "memoir",
+    "missive",
+    "monograph",
+    "newsletter",
+    "notebook",
+    "pamphlet",
+    "parable",
+    "portfolio",
+    "primer",
+    "quarterly",
+    "register",
+    "roster",
+    "saga",
+    "scroll",
+    "sonnet",
+    "syllabus",
+    "tabloid",
+    "thesaurus",
+    "timetable",
+    "treatise",
+    "almanack",
+    "yearbook",
+    "ledgerbook",
+    "zine",
+];
+
+/// The description of generated skill `i`: a unique pair of rare words.
+fn generated_description(i: usize) -> String {
+    format!(
+        "Converts {} records into a {} for the team.",
+        NOUNS[i % NOUNS.len()],
+        FORMATS[i / NOUNS.len() % FORMATS.len()]
+    )
+}
+
+#[tokio::test]
+async fn thousands_of_skills_fit_a_budget_and_are_found_by_search() {
+    let root = tempfile::tempdir().unwrap();
+    for i in 0..3_000 {
+        write_skill(
+            root.path(),
+            &format!("skill-{i:04}"),
+            &skill_md(&format!("skill-{i:04}"), &generated_description(i)),
+        );
+    }
+    let (client, _) = skillbox_e2e::mcp::connect_stdio(&[
+        "--no-audit",
+        "--skills",
+        root.path().to_str().unwrap(),
+        "--catalog-budget",
+        "4000",
+    ])
+    .await;
+    let tools = client.peer().list_all_tools().await.unwrap();
+    let load = tools.iter().find(|t| t.name == "load_skill").unwrap();
+    let description = load.description.as_deref().unwrap();
+    let catalog_tokens = skillbox::skill::tokens::count(description);
+    assert!(catalog_tokens <= 4_100, "{catalog_tokens} tokens");
+    assert!(
+        description.contains("more skills not listed") && description.contains("find_skills"),
+        "the catalog says what it left out"
+    );
+    assert!(
+        load.input_schema["properties"]["name"]
+            .get("enum")
+            .is_none(),
+        "no enum when skills are left out"
+    );
+    assert!(!description.contains("skill-2999"), "skill-2999 is listed");
+
+    // Two words of its description find it; load_skill loads it.
+    let target = generated_description(2999);
+    let words: Vec<&str> = target.split(' ').collect();
+    let query = format!("{} {}", words[1], words[5]);
+    let found = skillbox_e2e::mcp::call(
+        &client,
+        "find_skills",
+        serde_json::json!({ "query": query, "limit": 3 }),
+    )
+    .await;
+    let first = found.structured_content.as_ref().unwrap()["skills"][0]["name"].clone();
+    assert_eq!(
+        first,
+        "skill-2999",
+        "{query}: {}",
+        skillbox_e2e::mcp::text(&found)
+    );
+    let loaded = skillbox_e2e::mcp::call(
+        &client,
+        "load_skill",
+        serde_json::json!({"name": "skill-2999"}),
+    )
+    .await;
+    assert_ne!(
+        loaded.is_error,
+        Some(true),
+        "{}",
+        skillbox_e2e::mcp::text(&loaded)
+    );
+    assert!(skillbox_e2e::mcp::text(&loaded).contains("# Skill: skill-2999"));
+    client.cancel().await.unwrap();
+}

@@ -53,6 +53,10 @@ pub struct AgentArgs {
     /// terminal, and where there is none (CI) it refuses and stops (exit 7).
     #[arg(long)]
     yes: bool,
+    /// Tokens the skill catalog in the system prompt may take; past it,
+    /// the model searches with find_skills.
+    #[arg(long, value_name = "TOKENS", default_value_t = crate::skill::resident::DEFAULT_BUDGET_TOKENS)]
+    catalog_budget: usize,
     /// External MCP servers, in the common {"mcpServers": …} form.
     #[arg(long, value_name = "FILE")]
     mcp_config: Option<PathBuf>,
@@ -118,6 +122,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         reload_interval: None,
         task_after: crate::mcp::tasks::DEFAULT_TASK_AFTER,
         task_ttl: crate::mcp::tasks::DEFAULT_TASK_TTL,
+        catalog_budget: args.catalog_budget,
     };
     // The sandbox's own limit answers first, with the clearer message; the
     // client-side deadline is the backstop.
@@ -175,7 +180,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
             &hub,
             loop_options,
             trace,
-            &catalog_text(&catalog),
+            &catalog.resident(args.catalog_budget).text(),
             task,
         );
         let result = agent.run().await;
@@ -213,15 +218,6 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         println!("{}", outcome.answer);
     }
     Ok(ExitCode::from(code))
-}
-
-/// The catalog lines for the system prompt.
-fn catalog_text(catalog: &Catalog) -> String {
-    catalog
-        .model_visible()
-        .map(|s| format!("- {}: {}", s.name(), s.meta.description))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// `/skill:NAME args` (or `/NAME args` naming a skill) at the start of the

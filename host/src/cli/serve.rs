@@ -39,6 +39,11 @@ pub struct ServeArgs {
     /// How long a task and its result are kept, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = crate::mcp::tasks::DEFAULT_TASK_TTL.as_secs())]
     task_ttl_secs: u64,
+    /// Tokens the resident skill catalog (load_skill's description) may
+    /// take; past it, descriptions shorten, then skills are left to
+    /// find_skills.
+    #[arg(long, value_name = "TOKENS", default_value_t = crate::skill::resident::DEFAULT_BUDGET_TOKENS)]
+    catalog_budget: usize,
     /// List skill tools after load_skill (lazy) or all up front (all).
     #[arg(long, value_enum, default_value = "lazy")]
     tools: ToolsMode,
@@ -148,6 +153,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         reload_interval: (args.reload_ms > 0).then(|| Duration::from_millis(args.reload_ms)),
         task_after: Duration::from_millis(args.task_after_ms),
         task_ttl: Duration::from_secs(args.task_ttl_secs.max(1)),
+        catalog_budget: args.catalog_budget,
     };
     let runtime = runtime()?;
     runtime.block_on(async move {

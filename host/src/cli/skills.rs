@@ -41,6 +41,9 @@ pub enum SkillsCommand {
     Tokens {
         #[command(flatten)]
         sources: SourceFlags,
+        /// The resident catalog's budget, as for `serve --catalog-budget`.
+        #[arg(long, value_name = "TOKENS", default_value_t = crate::skill::resident::DEFAULT_BUDGET_TOKENS)]
+        catalog_budget: usize,
         #[arg(long)]
         json: bool,
     },
@@ -50,13 +53,17 @@ pub fn run(command: SkillsCommand) -> Result<ExitCode, CliError> {
     match command {
         SkillsCommand::List { sources, json } => list(&sources, json),
         SkillsCommand::Check { paths, json } => check(&paths, json),
-        SkillsCommand::Tokens { sources, json } => token_report(&sources, json),
+        SkillsCommand::Tokens {
+            sources,
+            catalog_budget,
+            json,
+        } => token_report(&sources, catalog_budget, json),
     }
 }
 
 /// The catalog line a model sees for a skill before activating it.
 pub fn catalog_entry(skill: &Skill) -> String {
-    format!("- {}: {}", skill.name(), skill.meta.description)
+    crate::skill::resident::line(skill, false)
 }
 
 fn tool_count(skill: &Skill) -> String {
@@ -267,7 +274,7 @@ fn check(paths: &[PathBuf], as_json: bool) -> Result<ExitCode, CliError> {
     })
 }
 
-fn token_report(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
+fn token_report(sources: &SourceFlags, budget: usize, as_json: bool) -> Result<ExitCode, CliError> {
     let catalog = Catalog::build(&sources.options());
     let sandbox = Sandbox::new()?;
     let mut rows = Vec::new();
@@ -276,7 +283,8 @@ fn token_report(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliErr
     let mut per_skill = Vec::new();
     // What the server really sends: its host tools, and every skill tool
     // the model may use, serialized as in tools/list.
-    let host_tools = crate::mcp::host_tools::definitions(&catalog, false);
+    let host_tools = crate::mcp::host_tools::definitions(&catalog, false, budget);
+    let unbudgeted = crate::mcp::host_tools::definitions(&catalog, false, usize::MAX);
     let mut all_tools = host_tools.clone();
     for skill in catalog.skills() {
         let tier1 = if skill.model_invocable() {
@@ -332,12 +340,18 @@ fn token_report(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliErr
         tokens::count(&serde_json::to_string(tools).unwrap_or_default())
     };
     let (lazy, all) = (sent(&host_tools), sent(&all_tools));
+    let (lazy_unbudgeted, resident) = (sent(&unbudgeted), catalog.resident(budget));
     if as_json {
         print_json(&json!({
             "tokenizer": "o200k_base",
             "skills": per_skill,
             "total": {"tier1": total_tier1, "tools": total_tools, "body": total_body},
-            "resident": {"lazy_2025_11_25": lazy, "all_and_2026_07_28": all},
+            "resident": {
+                "lazy_2025_11_25": lazy,
+                "all_and_2026_07_28": all,
+                "lazy_without_budget": lazy_unbudgeted,
+                "catalog": {"budget": budget, "tokens": resident.tokens, "listed": resident.listed.len(), "skills": resident.total},
+            },
             "warnings": warnings,
         }));
         return Ok(ExitCode::SUCCESS);
@@ -373,7 +387,17 @@ fn token_report(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliErr
                 "--tools all, and every client on 2026-07-28".to_string(),
                 all.to_string(),
             ],
+            [
+                "--tools lazy without a catalog budget".to_string(),
+                lazy_unbudgeted.to_string(),
+            ],
         ],
+    );
+    println!(
+        "\nresident catalog: {} of {} skills listed in {} tokens (budget {budget}, --catalog-budget)",
+        resident.listed.len(),
+        resident.total,
+        resident.tokens
     );
     for w in &warnings {
         println!("warning: {w}");

@@ -31,6 +31,7 @@ use super::server::{Server, ToolsMode};
 use super::{prompts, resources, results, skills_ext};
 use crate::call::{Access, CallError, CallRecord, CallReply, Caller, Outcome, Target};
 use crate::skill::Skill;
+use crate::skill::resident::FIND_SKILLS;
 
 const INSTRUCTIONS: &str = "skillbox serves Agent Skills whose tools run in a WebAssembly sandbox.\n\
 1. Read load_skill's description: it lists every skill and when to use it.\n\
@@ -165,7 +166,11 @@ impl Session {
     pub async fn tools(&self, stable: bool) -> Vec<rmcp::model::Tool> {
         let host = &self.server.host;
         let catalog = host.catalog();
-        let mut tools = host_tools::definitions(&catalog, host.options.read_only);
+        let mut tools = host_tools::definitions(
+            &catalog,
+            host.options.read_only,
+            self.server.options.catalog_budget,
+        );
         for skill in self.listed_skills(stable) {
             tools.extend(
                 host.tools_of_blocking(&skill)
@@ -544,6 +549,7 @@ impl ServerHandler for Session {
                     Err(e) => e,
                 }
             }
+            FIND_SKILLS => host_tools::find_skills(&host.catalog(), &args),
             READ_SKILL_FILE => {
                 host_tools::read_skill_file(host.catalog(), args, self.server.options.output_budget)
                     .await

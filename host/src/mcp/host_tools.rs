@@ -12,6 +12,7 @@ use super::server::Server;
 use crate::call::Target;
 use crate::sandbox::ScriptOutcome;
 use crate::skill::files::ReadError;
+use crate::skill::resident::{self, FIND_SKILLS};
 use crate::skill::{Catalog, Skill, invoke, policy, tools};
 
 pub const LOAD_SKILL: &str = "load_skill";
@@ -19,7 +20,6 @@ pub const READ_SKILL_FILE: &str = "read_skill_file";
 pub const RUN_SCRIPT: &str = "run_script";
 
 /// Longest description shown per skill in the catalog, to keep it cheap.
-const CATALOG_DESCRIPTION_CHARS: usize = 480;
 /// Files larger than this are not read by `read_skill_file`.
 const MAX_SKILL_FILE: u64 = 1024 * 1024;
 const DEFAULT_LINES: usize = 200;
@@ -45,42 +45,41 @@ fn read_only() -> ToolAnnotations {
         .open_world(false)
 }
 
-/// The host tools, with `load_skill`'s description as the catalog. A
-/// read-only server does not offer `run_script`.
-pub fn definitions(catalog: &Catalog, read_only: bool) -> Vec<Tool> {
-    let mut tools = all_definitions(catalog);
+/// The host tools, with `load_skill`'s description as the resident
+/// catalog within `budget` tokens. A read-only server does not offer
+/// `run_script`.
+pub fn definitions(catalog: &Catalog, read_only: bool, budget: usize) -> Vec<Tool> {
+    let mut tools = all_definitions(catalog, budget);
     if read_only {
         tools.retain(|t| t.name != RUN_SCRIPT);
     }
     tools
 }
 
-fn all_definitions(catalog: &Catalog) -> Vec<Tool> {
-    let visible: Vec<&Arc<Skill>> = catalog.model_visible().collect();
-    let names: Vec<&str> = visible.iter().map(|s| s.name()).collect();
+fn all_definitions(catalog: &Catalog, budget: usize) -> Vec<Tool> {
+    let resident = catalog.resident(budget);
     let mut listing = String::from(
         "Load a skill's instructions before doing a task it covers, then follow them. \
          Returns the skill's steps and its tools, references and scripts. Skills:\n",
     );
-    for skill in &visible {
-        listing.push_str(&format!(
-            "- {}: {}\n",
-            skill.name(),
-            shorten(&skill.meta.description, CATALOG_DESCRIPTION_CHARS)
-        ));
-    }
-    if visible.is_empty() {
-        listing.push_str("(none loaded)\n");
-    }
-    let name_schema = if names.is_empty() {
-        json!({"type": "string", "description": "No skills are loaded."})
+    if resident.total == 0 {
+        listing.push_str("(none loaded)");
     } else {
-        json!({"type": "string", "enum": names, "description": "The skill to load."})
+        listing.push_str(&resident.text());
+    }
+    // The enum names every skill only when all of them are listed; past the
+    // budget any skill's name is accepted (find it with find_skills).
+    let name_schema = if resident.total == 0 {
+        json!({"type": "string", "description": "No skills are loaded."})
+    } else if resident.complete() {
+        json!({"type": "string", "enum": resident.listed, "description": "The skill to load."})
+    } else {
+        json!({"type": "string", "description": "The skill to load: any skill's name, listed above or found with find_skills."})
     };
     vec![
         Tool::new(
             LOAD_SKILL,
-            listing.trim_end().to_string(),
+            listing,
             schema(json!({
                 "type": "object",
                 "properties": {
@@ -88,6 +87,22 @@ fn all_definitions(catalog: &Catalog) -> Vec<Tool> {
                     "arguments": {"type": "string", "description": "Optional text substituted for $ARGUMENTS in the skill."}
                 },
                 "required": ["name"],
+                "additionalProperties": false
+            })),
+        )
+        .with_annotations(read_only()),
+        Tool::new(
+            FIND_SKILLS,
+            "Search every skill by name, description and headings; returns the best matches \
+             with their descriptions. Use when no listed skill fits the task, or the list says \
+             more skills exist. Then call load_skill with the name.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "query": {"type": "string", "description": "What the task needs, in a few words, e.g. \"fill pdf forms\"."},
+                    "limit": {"type": "integer", "minimum": 1, "maximum": MAX_FIND_RESULTS, "description": "Matches to return (default 10)."}
+                },
+                "required": ["query"],
                 "additionalProperties": false
             })),
         )
@@ -165,11 +180,39 @@ pub fn skill_tool_definition(tool: &tools::SkillTool) -> Tool {
     .with_annotations(annotations)
 }
 
-fn shorten(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_string(),
-        Some((cut, _)) => format!("{}…", text[..cut].trim_end()),
+/// Most matches `find_skills` returns.
+const MAX_FIND_RESULTS: usize = 50;
+
+/// `find_skills`: the best matches for a query among every skill the model
+/// may use.
+pub fn find_skills(catalog: &Catalog, args: &Map<String, Value>) -> CallToolResult {
+    let query = match string_arg(args, "query") {
+        Ok(q) => q,
+        Err(e) => return e,
+    };
+    let limit = args
+        .get("limit")
+        .and_then(Value::as_u64)
+        .map_or(10, |l| (l as usize).clamp(1, MAX_FIND_RESULTS));
+    let hits = catalog.search_index().search(query, limit);
+    if hits.is_empty() {
+        return results::text_and_structure(
+            format!(
+                "no skill matches {query:?}. Try other words (what the task is about, not how), or do the task without a skill."
+            ),
+            json!({"skills": []}),
+        );
     }
+    let mut text = format!("Skills matching {query:?}, best first (load one with load_skill):\n");
+    let mut found = Vec::new();
+    for hit in &hits {
+        if let Some(skill) = catalog.get(&hit.name) {
+            text.push_str(&resident::line(skill, false));
+            text.push('\n');
+            found.push(json!({"name": skill.name(), "description": skill.meta.description, "score": hit.score}));
+        }
+    }
+    results::text_and_structure(text.trim_end().to_string(), json!({"skills": found}))
 }
 
 /// Reads a string argument, or says which is missing.
@@ -183,10 +226,32 @@ fn string_arg<'a>(args: &'a Map<String, Value>, key: &str) -> Result<&'a str, Ca
 
 fn find_skill(catalog: &Catalog, name: &str) -> Result<Arc<Skill>, CallToolResult> {
     catalog.get(name).cloned().ok_or_else(|| {
-        let names: Vec<&str> = catalog.model_visible().map(|s| s.name()).collect();
+        let names: Vec<String> = if catalog.len() <= 30 {
+            catalog
+                .model_visible()
+                .map(|s| s.name().to_string())
+                .collect()
+        } else {
+            let words = name.replace('-', " ");
+            catalog
+                .search_index()
+                .search(&words, 5)
+                .into_iter()
+                .map(|h| h.name)
+                .collect()
+        };
         results::error(format!(
-            "no skill named `{name}`. Loaded skills: {}. Check the name in load_skill's list.",
-            names.join(", ")
+            "no skill named `{name}`. {}: {}. Check the name, or search with find_skills.",
+            if catalog.len() <= 30 {
+                "Loaded skills"
+            } else {
+                "Similar skills"
+            },
+            if names.is_empty() {
+                "none".to_string()
+            } else {
+                names.join(", ")
+            }
         ))
     })
 }

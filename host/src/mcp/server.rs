@@ -36,6 +36,8 @@ pub struct ServeOptions {
     pub task_after: Duration,
     /// How long a task and its result are kept.
     pub task_ttl: Duration,
+    /// Tokens the resident catalog (load_skill's description) may take.
+    pub catalog_budget: usize,
 }
 
 pub struct Server {

@@ -3,12 +3,14 @@
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use super::diagnostic::Diagnostic;
 use super::discover;
 use super::frontmatter::Strictness;
 use super::model::{self, Skill};
+use super::resident::{self, Resident};
+use super::search;
 use super::source::{Source, SourceOptions};
 
 #[derive(Debug, Clone, Default)]
@@ -17,6 +19,9 @@ pub struct Catalog {
     diagnostics: Vec<Diagnostic>,
     /// Skill folders found in untrusted sources and not loaded.
     untrusted: Vec<PathBuf>,
+    /// Built on first use, once per catalog.
+    search: OnceLock<Arc<search::Index>>,
+    resident: OnceLock<(usize, Arc<Resident>)>,
 }
 
 impl Catalog {
@@ -119,6 +124,30 @@ impl Catalog {
     /// Skills a user may invoke by name (not `user-invocable: false`).
     pub fn user_visible(&self) -> impl Iterator<Item = &Arc<Skill>> {
         self.skills().filter(|s| s.user_invocable())
+    }
+
+    /// The search index over the skills the model may use.
+    pub fn search_index(&self) -> Arc<search::Index> {
+        self.search
+            .get_or_init(|| {
+                Arc::new(search::Index::build(
+                    self.model_visible().map(|s| search::Entry::of(s)),
+                ))
+            })
+            .clone()
+    }
+
+    /// The resident catalog within `budget` tokens (kept for the first
+    /// budget asked, which is the server's).
+    pub fn resident(&self, budget: usize) -> Arc<Resident> {
+        let (cached_budget, resident) = self
+            .resident
+            .get_or_init(|| (budget, Arc::new(resident::build(self, budget))));
+        if *cached_budget == budget {
+            resident.clone()
+        } else {
+            Arc::new(resident::build(self, budget))
+        }
     }
 
     pub fn diagnostics(&self) -> &[Diagnostic] {

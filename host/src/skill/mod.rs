@@ -17,6 +17,8 @@ pub mod manifest;
 pub mod meta;
 pub mod model;
 pub mod policy;
+pub mod resident;
+pub mod search;
 pub mod source;
 pub mod tokens;
 pub mod tools;
