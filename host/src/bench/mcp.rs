@@ -19,6 +19,9 @@ pub struct McpFigures {
     pub calls_per_sec_8: f64,
     pub startup_4: Stats,
     pub startup_50: Stats,
+    /// 3,000 instruction-only skills beside the kit (a large public
+    /// collection's size), catalog under the default budget.
+    pub startup_3000: Stats,
 }
 
 /// A skills folder with `bench-kit` (whose `noop` tool is the trivial call)
@@ -46,6 +49,22 @@ fn skills_dir(trivial: &Path, extra: usize) -> anyhow::Result<tempfile::TempDir>
         write_skill(&format!("bench-extra-{i:02}"))?;
     }
     Ok(dir)
+}
+
+/// Adds `n` instruction-only skills to `dir`.
+fn add_text_skills(dir: &Path, n: usize) -> anyhow::Result<()> {
+    for i in 0..n {
+        let name = format!("bench-text-{i:04}");
+        let skill = dir.join(&name);
+        std::fs::create_dir_all(&skill)?;
+        std::fs::write(
+            skill.join("SKILL.md"),
+            format!(
+                "---\nname: {name}\ndescription: Handles task family {i}: parsing, checking and reporting. Use when a task names family {i}.\n---\n# Steps\nRead, check, report.\n"
+            ),
+        )?;
+    }
+    Ok(())
 }
 
 fn serve_command(exe: &Path, skills: &Path) -> tokio::process::Command {
@@ -109,17 +128,21 @@ pub async fn run(
     let calls_per_sec_8 = throughput(&url, 8, seconds).await?;
     let _ = server.kill().await;
 
-    eprintln!("bench: process start to first tools/list, 4 and 50 skills…");
+    eprintln!("bench: process start to first tools/list, 4, 50 and 3,001 skills…");
     let four = skills_dir(trivial, 3)?;
     let fifty = skills_dir(trivial, 49)?;
+    let thousands = skills_dir(trivial, 0)?;
+    add_text_skills(thousands.path(), 3_000)?;
     let startup_4 = startup(exe, four.path()).await?;
     let startup_50 = startup(exe, fifty.path()).await?;
+    let startup_3000 = startup(exe, thousands.path()).await?;
     Ok(McpFigures {
         round_trip,
         calls_per_sec_1,
         calls_per_sec_8,
         startup_4,
         startup_50,
+        startup_3000,
     })
 }
 

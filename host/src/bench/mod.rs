@@ -180,6 +180,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                 "http_calls_per_sec_8_clients": m.calls_per_sec_8,
                 "start_to_tools_list_4_skills": row(&m.startup_4),
                 "start_to_tools_list_50_skills": row(&m.startup_50),
+                "start_to_tools_list_3001_skills": row(&m.startup_3000),
             })),
         });
         println!("{}", serde_json::to_string_pretty(&out)?);
@@ -207,6 +208,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             line("MCP tools/call round trip, stdio", &m.round_trip);
             line("start to first tools/list, 4 skills", &m.startup_4);
             line("start to first tools/list, 50 skills", &m.startup_50);
+            line("start to first tools/list, 3,001 skills", &m.startup_3000);
         }
         println!();
         println!("spawn / sandboxed call (median): {ratio:.1}x");

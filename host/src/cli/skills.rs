@@ -350,7 +350,7 @@ fn token_report(sources: &SourceFlags, budget: usize, as_json: bool) -> Result<E
                 "lazy_2025_11_25": lazy,
                 "all_and_2026_07_28": all,
                 "lazy_without_budget": lazy_unbudgeted,
-                "catalog": {"budget": budget, "tokens": resident.tokens, "listed": resident.listed.len(), "skills": resident.total},
+                "catalog": {"budget": budget, "tokens": resident.tokens(), "listed": resident.listed.len(), "skills": resident.total},
             },
             "warnings": warnings,
         }));
@@ -397,7 +397,7 @@ fn token_report(sources: &SourceFlags, budget: usize, as_json: bool) -> Result<E
         "\nresident catalog: {} of {} skills listed in {} tokens (budget {budget}, --catalog-budget)",
         resident.listed.len(),
         resident.total,
-        resident.tokens
+        resident.tokens()
     );
     for w in &warnings {
         println!("warning: {w}");

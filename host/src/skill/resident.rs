@@ -36,8 +36,8 @@ pub struct Resident {
     pub listed: Vec<String>,
     /// Skills the model may use, listed or not.
     pub total: usize,
-    /// Tokens of the lines.
-    pub tokens: usize,
+    /// Tokens of the lines, when they were counted (see [`Resident::tokens`]).
+    counted: Option<usize>,
 }
 
 impl Resident {
@@ -48,6 +48,12 @@ impl Resident {
 
     pub fn text(&self) -> String {
         self.lines.join("\n")
+    }
+
+    /// Tokens of the lines (counted now if the budget did not need it).
+    pub fn tokens(&self) -> usize {
+        self.counted
+            .unwrap_or_else(|| self.lines.iter().map(|l| tokens::count(l) + 1).sum())
     }
 }
 
@@ -74,6 +80,17 @@ pub fn build(catalog: &Catalog, budget: usize) -> Resident {
     let total = skills.len();
     for first_sentence in [false, true] {
         let lines: Vec<String> = skills.iter().map(|s| line(s, first_sentence)).collect();
+        // A token is at least a byte: lines within the budget in bytes fit
+        // without loading the tokenizer, which small catalogs never need.
+        let bytes: usize = lines.iter().map(|l| l.len() + 1).sum();
+        if bytes <= budget {
+            return Resident {
+                listed: skills.iter().map(|s| s.name().to_string()).collect(),
+                lines,
+                total,
+                counted: None,
+            };
+        }
         let costs: Vec<usize> = lines.iter().map(|l| tokens::count(l) + 1).collect();
         let sum: usize = costs.iter().sum();
         if sum <= budget {
@@ -81,7 +98,7 @@ pub fn build(catalog: &Catalog, budget: usize) -> Resident {
                 listed: skills.iter().map(|s| s.name().to_string()).collect(),
                 lines,
                 total,
-                tokens: sum,
+                counted: Some(sum),
             };
         }
         if !first_sentence {
@@ -110,7 +127,7 @@ pub fn build(catalog: &Catalog, budget: usize) -> Resident {
                 .collect(),
             lines,
             total,
-            tokens: spent,
+            counted: Some(spent),
         };
     }
     unreachable!("the second pass always returns")
