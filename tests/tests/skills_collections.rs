@@ -74,6 +74,8 @@ fn published_shapes_load_leniently_and_check_strictly() {
         "long-name",
         &skill_md(&"a".repeat(70), "A long name."),
     );
+    let long_folder = "use-this-skill-when-a-slug-was-generated-from-a-very-long-display-title";
+    write_skill(root, long_folder, &skill_md(long_folder, "A long slug."));
     let long = "Summarizes release notes in depth. ".repeat(40);
     write_skill(root, "long-desc", &skill_md("long-desc", &long));
     write_skill(
@@ -108,7 +110,8 @@ fn published_shapes_load_leniently_and_check_strictly() {
             "extra-field",
             "log-helper",
             "long-desc",
-            "long-name"
+            "long-name",
+            long_folder,
         ],
         "exactly these load"
     );
@@ -139,6 +142,7 @@ fn published_shapes_load_leniently_and_check_strictly() {
         &["warning:name-folder-mismatch", "warning:name-length"],
     );
     expect("long-desc", &["warning:description-length"]);
+    expect(long_folder, &["warning:name-length"]);
     expect("colon", &["warning:yaml-syntax"]);
     expect("no-frontmatter", &["error:frontmatter-missing"]);
     expect("empty-desc", &["error:description-empty"]);

@@ -8,6 +8,10 @@ use serde_norway::Value;
 use super::frontmatter::{Frontmatter, Problem, Strictness, kind_of};
 
 pub const MAX_NAME_CHARS: usize = 64;
+/// The longest name served under lenient reading: what a folder name can
+/// hold. (A tool whose `<skill>__<function>` passes MCP's 128 characters is
+/// refused on its own, with `tool-name-length`.)
+pub const MAX_SERVED_NAME_CHARS: usize = 255;
 pub const MAX_DESCRIPTION_CHARS: usize = 1024;
 pub const MAX_COMPATIBILITY_CHARS: usize = 500;
 
@@ -164,7 +168,9 @@ fn lenient(
     description: Option<String>,
     build: impl FnOnce(String, String, Option<String>) -> SkillMeta,
 ) -> Checked {
-    let valid = |n: &str| name_format_problem(n).is_none() && n.chars().count() <= MAX_NAME_CHARS;
+    // Over-long names still load, with a warning (the client guide's rule).
+    let valid =
+        |n: &str| name_format_problem(n).is_none() && n.chars().count() <= MAX_SERVED_NAME_CHARS;
     let served = match &name {
         Some(n) if valid(n) && n == folder => Some(n.clone()),
         _ if valid(folder) => Some(folder.to_string()),
@@ -177,8 +183,8 @@ fn lenient(
                 "name-format",
                 format!(
                     "no valid name can be derived: neither `name` nor the folder {folder:?} is a \
-                     valid skill name (a-z, 0-9 and single hyphens, at most {MAX_NAME_CHARS} \
-                     characters); the skill is skipped"
+                     valid skill name (a-z, 0-9 and single hyphens, at most \
+                     {MAX_SERVED_NAME_CHARS} characters); the skill is skipped"
                 ),
             );
         }
