@@ -23,6 +23,9 @@ pub const DESCRIPTION_CHARS: usize = 480;
 /// The default budget: about 2 % of a 200k-token context.
 pub const DEFAULT_BUDGET_TOKENS: usize = 4_000;
 
+/// Bytes of prose per o200k token, at the least, for the estimate above.
+const BYTES_PER_TOKEN_AT_LEAST: usize = 2;
+
 /// The name of the search tool the overflow line points to.
 pub const FIND_SKILLS: &str = "find_skills";
 
@@ -80,10 +83,14 @@ pub fn build(catalog: &Catalog, budget: usize) -> Resident {
     let total = skills.len();
     for first_sentence in [false, true] {
         let lines: Vec<String> = skills.iter().map(|s| line(s, first_sentence)).collect();
-        // A token is at least a byte: lines within the budget in bytes fit
-        // without loading the tokenizer, which small catalogs never need.
+        // Loading the tokenizer costs more than 100 ms, so it is loaded
+        // only when the catalog may not fit: o200k needs two bytes or more
+        // per token for prose in any script (English about four), so lines
+        // within twice the budget in bytes are taken to fit. Text built to
+        // defeat this (rare characters that split into bytes) can overshoot
+        // the budget by at most that factor of two.
         let bytes: usize = lines.iter().map(|l| l.len() + 1).sum();
-        if bytes <= budget {
+        if bytes <= budget.saturating_mul(BYTES_PER_TOKEN_AT_LEAST) {
             return Resident {
                 listed: skills.iter().map(|s| s.name().to_string()).collect(),
                 lines,
