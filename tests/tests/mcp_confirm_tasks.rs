@@ -333,3 +333,37 @@ async fn long_calls_become_tasks_over_stateless_http() {
     client.cancel().await.unwrap();
     plain.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn scripts_are_confirmed_under_the_write_policy() {
+    let project = skillbox_e2e::repo().join("examples/release-project");
+    let flags = [
+        "--no-audit",
+        "--tools",
+        "all",
+        "--workspace",
+        project.to_str().unwrap(),
+        "--confirm",
+        "write",
+    ];
+    let script = CallToolRequestParams::new("run_script").with_arguments(args(json!({
+        "skill": "release-check", "script": "release-check", "args": ["src/main.rs"]
+    })));
+    let (client, recorder) = connect_stdio_as(Recorder::answering(true), &flags).await;
+    let ran = call(&client, script.clone()).await;
+    assert!(text(&ran).starts_with("exit code 1"), "{}", text(&ran));
+    let questions = recorder.questions();
+    assert!(
+        questions.len() == 1
+            && questions[0].contains("run_script release-check/release-check")
+            && questions[0].contains("src/main.rs"),
+        "{questions:?}"
+    );
+    client.cancel().await.unwrap();
+    // The default policy (destructive) does not ask about scripts.
+    let (client, recorder) = connect_stdio_as(Recorder::answering(false), &flags[..5]).await;
+    let ran = call(&client, script).await;
+    assert!(text(&ran).starts_with("exit code 1"), "{}", text(&ran));
+    assert!(recorder.questions().is_empty());
+    client.cancel().await.unwrap();
+}
