@@ -165,15 +165,39 @@ impl Host {
         !self.options.read_only || tool.effect == crate::skill::Effect::Read
     }
 
+    /// A skill's tools if they are resolved and current.
+    fn cached_tools(&self, skill: &Skill) -> Option<Arc<Vec<SkillTool>>> {
+        let resolved = self.lock_resolved();
+        let hit = resolved.get(skill.name())?;
+        (hit.digest == skill.digest && hit.components == skill.components)
+            .then(|| hit.tools.clone())
+    }
+
+    /// The resolved tools of the skill named `name` in the current catalog,
+    /// if they are resolved and current; never compiles.
+    pub fn cached_tools_of(&self, name: &str) -> Option<Arc<Vec<SkillTool>>> {
+        self.cached_tools(self.catalog().get(name)?)
+    }
+
+    /// The longest wall-clock limit any call can get under the user's
+    /// policy: their override, else the larger of the ceiling and the
+    /// longest class default.
+    pub fn longest_call(&self) -> std::time::Duration {
+        self.options.overrides.timeout.unwrap_or_else(|| {
+            self.options
+                .policy
+                .ceilings
+                .timeout
+                .max(crate::sandbox::SideEffect::Script.default_timeout())
+        })
+    }
+
     /// A skill's tools, compiling its components on first use and again
     /// only when the skill changes. Compiling blocks: async callers use
     /// [`Host::tools_of_blocking`].
     pub fn tools_of(&self, skill: &Skill) -> Arc<Vec<SkillTool>> {
-        if let Some(hit) = self.lock_resolved().get(skill.name())
-            && hit.digest == skill.digest
-            && hit.components == skill.components
-        {
-            return hit.tools.clone();
+        if let Some(hit) = self.cached_tools(skill) {
+            return hit;
         }
         let resolution = tools::resolve(skill, &self.sandbox);
         let mut problems = Vec::new();
@@ -216,11 +240,8 @@ impl Host {
     /// [`Host::tools_of`] on a blocking thread, so a slow compile of one
     /// skill never stalls requests for the others.
     pub async fn tools_of_blocking(self: &Arc<Self>, skill: &Arc<Skill>) -> Arc<Vec<SkillTool>> {
-        if let Some(hit) = self.lock_resolved().get(skill.name())
-            && hit.digest == skill.digest
-            && hit.components == skill.components
-        {
-            return hit.tools.clone();
+        if let Some(hit) = self.cached_tools(skill) {
+            return hit;
         }
         let (host, skill) = (self.clone(), skill.clone());
         tokio::task::spawn_blocking(move || host.tools_of(&skill))

@@ -80,14 +80,6 @@ pub enum Access {
     },
 }
 
-/// A call before it runs: see [`Host::preview`].
-#[derive(Debug, Clone)]
-pub struct Preview {
-    pub question: Option<Question>,
-    /// The call's wall-clock limit.
-    pub timeout: std::time::Duration,
-}
-
 /// A finished call.
 #[derive(Debug, Clone)]
 pub struct CallReply {
@@ -396,23 +388,42 @@ impl Host {
         }
     }
 
-    /// What a caller should know before `target` runs: the question the
-    /// user must answer, if the confirmation policy asks for one, and how
-    /// long the call may run. `None` when the call would be refused anyway:
-    /// [`Host::call`] then says why.
-    pub async fn preview(self: &Arc<Self>, caller: &Caller, target: &Target) -> Option<Preview> {
+    /// The question the user must answer before `target` runs for
+    /// `caller`, if the confirmation policy asks for one. `None` also when
+    /// the call would be refused anyway: [`Host::call`] then says why.
+    ///
+    /// Most calls are of a class the policy does not confirm; that is
+    /// decided from the cached tool list alone, so they are not resolved
+    /// twice.
+    pub async fn confirmation(
+        self: &Arc<Self>,
+        caller: &Caller,
+        target: &Target,
+    ) -> Option<Question> {
+        if matches!(caller.access, Access::User)
+            || self
+                .class_of(target)
+                .is_some_and(|class| !self.options.confirm.needs(class))
+        {
+            return None;
+        }
         let prepared = self.prepare(caller, target).await.ok()?;
         let resolved = self.grants_of(&prepared);
-        let (limits, _) = policy::limits(
-            &prepared.skill,
-            prepared.class,
-            &self.options.policy,
-            &self.options.overrides,
-        );
-        Some(Preview {
-            question: self.question(caller, &prepared, target, &resolved.grants),
-            timeout: limits.timeout,
-        })
+        self.question(caller, &prepared, target, &resolved.grants)
+    }
+
+    /// The side-effect class of a target, from the cached tool list; `None`
+    /// when that cannot say (a tool not resolved yet, or unknown).
+    fn class_of(&self, target: &Target) -> Option<SideEffect> {
+        match target {
+            Target::Script { .. } => Some(SideEffect::Script),
+            Target::Tool { name, .. } => {
+                let (skill, _) = split_tool_name(name)?;
+                let tools = self.cached_tools_of(skill)?;
+                let tool = tools.iter().find(|t| &t.name == name)?;
+                Some(tool.effect.into())
+            }
+        }
     }
 
     /// A model's calls of a class the policy confirms need the user's yes;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use rmcp::ErrorData as McpError;
 use rmcp::ServerHandler;
@@ -219,18 +219,17 @@ impl Session {
     ) -> Result<CallToolResponse, McpError> {
         let mut caller = self.caller(context);
         let host = self.server.host.clone();
-        let preview = host.preview(&caller, &target).await;
-        if let Some(question) = preview.as_ref().and_then(|p| p.question.as_ref()) {
+        if let Some(question) = host.confirmation(&caller, &target).await {
             let seal = &self.server.seal;
             let answered = confirm::answer_in(
                 seal,
-                question,
+                &question,
                 request.input_responses.as_ref(),
                 request.request_state.as_deref(),
             );
             caller.approval = match answered {
                 Some(approval) => approval,
-                None => match confirm::ask(seal, question, stateless(context), context).await {
+                None => match confirm::ask(seal, &question, stateless(context), context).await {
                     Asked::Answer(approval) => approval,
                     Asked::InputRequired(result) => return Ok(result.into()),
                     Asked::CannotAsk => caller.approval,
@@ -256,7 +255,7 @@ impl Session {
             .tasks
             .run_or_promote(
                 &label,
-                may_promote.then(|| preview.map_or(Duration::ZERO, |p| p.timeout)),
+                may_promote.then(|| self.server.host.longest_call()),
                 work,
                 cancel,
                 &context.ct,
