@@ -6,6 +6,7 @@
 //! - [`skill`]: SKILL.md, skillbox.yaml, discovery, the catalog.
 //! - [`call`]: the one call path: resolve, policy, grants, limits, audit, sandbox.
 //! - [`mcp`]: the MCP server over stdio and Streamable HTTP.
+//! - [`net`]: where secrets may travel (https, or this machine).
 //! - [`agent`]: the agent loop over MCP tools and model providers.
 //! - [`cli`]: the `skillbox` command line.
 
@@ -15,6 +16,7 @@ pub mod call;
 pub mod cli;
 pub mod dirs;
 pub mod mcp;
+pub mod net;
 pub mod sandbox;
 pub mod schema;
 pub mod skill;

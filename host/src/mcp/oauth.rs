@@ -79,8 +79,7 @@ pub enum Refusal {
 /// An issuer URL must be https, except on this machine.
 fn check_url(flag: &str, url: &str) -> Result<reqwest::Url, String> {
     let parsed = reqwest::Url::parse(url).map_err(|_| format!("{flag} {url}: not a URL"))?;
-    let loopback = matches!(parsed.host_str(), Some("localhost" | "127.0.0.1" | "[::1]"));
-    if parsed.scheme() != "https" && !(parsed.scheme() == "http" && loopback) {
+    if !crate::net::https_or_loopback(&parsed) {
         return Err(format!(
             "{flag} {url}: use https (plain http is accepted only for localhost), so that keys \
              cannot be swapped on the way"

@@ -14,6 +14,7 @@ use std::cmp::Reverse;
 use std::sync::Arc;
 
 use super::catalog::Catalog;
+use super::meta::cut_at_word;
 use super::model::Skill;
 use super::tokens;
 
@@ -72,7 +73,7 @@ pub fn line(skill: &Skill, first_sentence: bool) -> String {
     format!(
         "- {}: {}",
         skill.name(),
-        shorten(description, DESCRIPTION_CHARS)
+        cut_at_word(description, DESCRIPTION_CHARS)
     )
 }
 
@@ -145,12 +146,5 @@ fn first_sentence_of(text: &str) -> &str {
     match text.find(". ") {
         Some(end) => &text[..=end],
         None => text,
-    }
-}
-
-fn shorten(text: &str, max: usize) -> String {
-    match text.char_indices().nth(max) {
-        None => text.to_string(),
-        Some((cut, _)) => format!("{}…", text[..cut].trim_end()),
     }
 }

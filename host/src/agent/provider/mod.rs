@@ -83,21 +83,7 @@ pub fn shown_url(url: &str) -> String {
 
 /// A key may travel over https, or over http to this machine only.
 fn key_transport_ok(url: &str) -> bool {
-    let Ok(parsed) = reqwest::Url::parse(url) else {
-        return false;
-    };
-    match parsed.scheme() {
-        "https" => true,
-        "http" => {
-            let host = parsed.host_str().unwrap_or_default();
-            let host = host.trim_start_matches('[').trim_end_matches(']');
-            host.eq_ignore_ascii_case("localhost")
-                || host
-                    .parse::<std::net::IpAddr>()
-                    .is_ok_and(|ip| ip.is_loopback())
-        }
-        _ => false,
-    }
+    reqwest::Url::parse(url).is_ok_and(|u| crate::net::https_or_loopback(&u))
 }
 
 /// The endpoint: the flag, else the environment variable, else the
@@ -233,24 +219,5 @@ mod tests {
             shown_url("http://127.0.0.1:8080/v1"),
             "http://127.0.0.1:8080/v1"
         );
-    }
-
-    #[test]
-    fn keys_travel_over_https_or_to_this_machine_only() {
-        for ok in [
-            "https://api.openai.com/v1",
-            "http://127.0.0.1:11434/v1",
-            "http://localhost:8080",
-            "http://[::1]:8080",
-        ] {
-            assert!(key_transport_ok(ok), "{ok}");
-        }
-        for bad in [
-            "http://192.168.1.5:8080/v1",
-            "http://api.example.com",
-            "ftp://x",
-        ] {
-            assert!(!key_transport_ok(bad), "{bad}");
-        }
     }
 }
