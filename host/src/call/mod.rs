@@ -144,9 +144,11 @@ pub enum CallError {
     ReadOnly { what: String },
     #[error(
         "{what} needs the user's confirmation before it runs (it is declared {class}, and the \
-         user's policy is --confirm {policy}), and this client cannot ask the user: it declared \
-         no elicitation support. Nothing ran. Tell the user what you wanted to do; they can \
-         approve it from a client that asks, or choose another --confirm policy.",
+         user's policy is --confirm {policy}), and skillbox cannot ask the user through this \
+         client: it declared no elicitation support, or gave no answer within five minutes. \
+         Nothing ran. Tell the user \
+         what you wanted to do; they can approve it from a client that asks, or choose another \
+         --confirm policy.",
         class = question.class.as_str(),
         what = question.what,
         policy = policy.as_str()
