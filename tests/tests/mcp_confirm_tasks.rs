@@ -367,3 +367,28 @@ async fn scripts_are_confirmed_under_the_write_policy() {
     assert!(recorder.questions().is_empty());
     client.cancel().await.unwrap();
 }
+
+#[tokio::test]
+async fn past_the_task_cap_long_calls_finish_in_their_request() {
+    let kit = testkit_skills();
+    let mut flags = kit_flags(kit.path());
+    flags.extend(["--no-audit", "--max-tasks", "1"]);
+    let tasks = Recorder {
+        tasks: true,
+        ..Recorder::default()
+    };
+    let (client, _) = connect_stdio_as(tasks, &flags).await;
+    let CallToolResponse::Task(first) = client.call_tool_once(sleep_call(2500)).await.unwrap()
+    else {
+        panic!("the first long call becomes a task")
+    };
+    // The one task is still running: the next long call is answered whole.
+    let second = client.call_tool_once(sleep_call(400)).await.unwrap();
+    assert!(
+        matches!(second, CallToolResponse::Complete(_)),
+        "{second:?}"
+    );
+    let first = wait_terminal(&client, &first.task.task_id).await;
+    assert_eq!(first.status(), TaskStatus::Completed);
+    client.cancel().await.unwrap();
+}

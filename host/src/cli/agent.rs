@@ -122,6 +122,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         reload_interval: None,
         task_after: crate::mcp::tasks::DEFAULT_TASK_AFTER,
         task_ttl: crate::mcp::tasks::DEFAULT_TASK_TTL,
+        max_tasks: crate::mcp::tasks::DEFAULT_MAX_TASKS,
         catalog_budget: args.catalog_budget,
     };
     // The sandbox's own limit answers first, with the clearer message; the

@@ -36,6 +36,9 @@ pub struct ServeArgs {
     /// skill tool call and script run a task.
     #[arg(long, value_name = "MS", default_value_t = crate::mcp::tasks::DEFAULT_TASK_AFTER.as_millis() as u64)]
     task_after_ms: u64,
+    /// Tasks running at once; past it, long calls finish in their request.
+    #[arg(long, value_name = "N", default_value_t = crate::mcp::tasks::DEFAULT_MAX_TASKS)]
+    max_tasks: usize,
     /// How long a task and its result are kept, in seconds.
     #[arg(long, value_name = "SECS", default_value_t = crate::mcp::tasks::DEFAULT_TASK_TTL.as_secs())]
     task_ttl_secs: u64,
@@ -153,6 +156,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         reload_interval: (args.reload_ms > 0).then(|| Duration::from_millis(args.reload_ms)),
         task_after: Duration::from_millis(args.task_after_ms),
         task_ttl: Duration::from_secs(args.task_ttl_secs.max(1)),
+        max_tasks: args.max_tasks,
         catalog_budget: args.catalog_budget,
     };
     let runtime = runtime()?;

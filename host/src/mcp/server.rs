@@ -36,6 +36,8 @@ pub struct ServeOptions {
     pub task_after: Duration,
     /// How long a task and its result are kept.
     pub task_ttl: Duration,
+    /// Tasks running at once.
+    pub max_tasks: usize,
     /// Tokens the resident catalog (load_skill's description) may take.
     pub catalog_budget: usize,
 }
@@ -55,7 +57,7 @@ pub struct Server {
 impl Server {
     pub fn new(host: Arc<Host>, options: ServeOptions) -> std::io::Result<Self> {
         Ok(Server {
-            tasks: Tasks::new(options.task_after, options.task_ttl),
+            tasks: Tasks::new(options.task_after, options.task_ttl, options.max_tasks),
             seal: StateSeal::new()?,
             host,
             options,

@@ -21,9 +21,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::calls::{ProgressSink, with_progress};
 
-/// Tasks kept at once (running or holding a result); past it, calls simply
-/// run to the end in their request.
-pub const MAX_TASKS: usize = 256;
+/// Tasks running at once by default; past it, calls simply run to the end
+/// in their request.
+pub const DEFAULT_MAX_TASKS: usize = 256;
 
 /// The defaults of `serve --task-after-ms` and `--task-ttl-secs`.
 pub const DEFAULT_TASK_AFTER: Duration = Duration::from_secs(1);
@@ -38,14 +38,17 @@ pub struct Tasks {
     /// A call still running after this long becomes a task.
     pub after: Duration,
     pub ttl: Duration,
+    /// Tasks running at once.
+    pub max: usize,
 }
 
 impl Tasks {
-    pub fn new(after: Duration, ttl: Duration) -> Self {
+    pub fn new(after: Duration, ttl: Duration, max: usize) -> Self {
         Tasks {
             manager: TaskManager::new(),
             after,
             ttl,
+            max,
         }
     }
 
@@ -86,7 +89,7 @@ impl Tasks {
         if let Some(joined) = waited {
             return finished(joined).map(Into::into);
         }
-        if self.manager.running_task_count() >= MAX_TASKS {
+        if self.manager.running_task_count() >= self.max {
             return finished(handle.await).map(Into::into);
         }
         let options = TaskOptions::new()

@@ -446,7 +446,7 @@ pub fn name_format_problem(name: &str) -> Option<&'static str> {
 mod tests {
     use proptest::prelude::*;
 
-    use super::super::frontmatter::{Strictness, split};
+    use super::super::frontmatter::{Strictness, split, split_with};
     use super::{check, cut_at_word};
 
     #[test]
@@ -497,6 +497,10 @@ mod tests {
             let text = format!("---\n{yaml}\n---\nbody\n");
             if let Ok(fm) = split(text.as_bytes()) {
                 let _ = check(&fm, "x", Strictness::Strict);
+                let _ = check(&fm, "x", Strictness::Lenient);
+            }
+            // The colon fallback rewrites the text; it must not panic either.
+            if let Ok((fm, _)) = split_with(text.as_bytes(), Strictness::Lenient) {
                 let _ = check(&fm, "x", Strictness::Lenient);
             }
         }
