@@ -58,6 +58,12 @@ impl Issuer {
     /// Serves on its own thread (usable from sync and async tests alike)
     /// until the test process ends.
     pub fn start() -> Issuer {
+        Issuer::start_padded(0)
+    }
+
+    /// An issuer whose key set carries `padding` extra bytes, as a broken or
+    /// hostile one might.
+    pub fn start_padded(padding: usize) -> Issuer {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         listener.set_nonblocking(true).expect("non-blocking");
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -69,23 +75,26 @@ impl Issuer {
         })
         .to_string();
         let published = keys.clone();
-        let app = axum::Router::new()
-            .route(
-                "/.well-known/oauth-authorization-server",
-                axum::routing::get(move || async move { metadata }),
-            )
-            .route(
-                "/jwks",
-                axum::routing::get(move || {
-                    let keys: Vec<Value> = published
-                        .lock()
-                        .unwrap()
-                        .iter()
-                        .map(|k| k.jwk.clone())
-                        .collect();
-                    async move { json!({ "keys": keys }).to_string() }
-                }),
-            );
+        let app =
+            axum::Router::new()
+                .route(
+                    "/.well-known/oauth-authorization-server",
+                    axum::routing::get(move || async move { metadata }),
+                )
+                .route(
+                    "/jwks",
+                    axum::routing::get(move || {
+                        let keys: Vec<Value> = published
+                            .lock()
+                            .unwrap()
+                            .iter()
+                            .map(|k| k.jwk.clone())
+                            .collect();
+                        async move {
+                            json!({ "keys": keys, "padding": "x".repeat(padding) }).to_string()
+                        }
+                    }),
+                );
         std::thread::spawn(move || {
             let runtime = tokio::runtime::Builder::new_current_thread()
                 .enable_all()

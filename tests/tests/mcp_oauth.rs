@@ -227,6 +227,10 @@ fn oauth_allows_a_non_loopback_bind_and_a_wrong_issuer_fails_at_start() {
     );
     let plain = refused_start("http://auth.example.com");
     assert!(plain.contains("use https"), "{plain}");
+    // A key set of 2 MiB is not read whole.
+    let bloated = Issuer::start_padded(2 * 1024 * 1024);
+    let refused = refused_start(&bloated.url);
+    assert!(refused.contains("larger than 1024 KiB"), "{refused}");
 }
 
 /// The stderr of a `serve` that must refuse to start with `issuer`.

@@ -26,6 +26,8 @@ use serde_json::{Value, json};
 const REFETCH_AFTER: Duration = Duration::from_secs(10);
 /// Clock skew tolerated on `exp` and `nbf`.
 const LEEWAY_SECS: u64 = 30;
+/// The largest metadata document or key set read from an issuer.
+const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
 /// The well-known path of protected-resource metadata.
 pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
@@ -258,15 +260,11 @@ async fn discover_jwks(http: &reqwest::Client, issuer: &str) -> Result<String, S
         "/.well-known/oauth-authorization-server",
         "/.well-known/openid-configuration",
     ] {
-        let Ok(response) = http.get(format!("{base}{well_known}")).send().await else {
+        let url = format!("{base}{well_known}");
+        let Ok(metadata) = get_json::<Value>(http, &url).await else {
             continue;
         };
-        let Ok(metadata) = response.error_for_status().map(|r| r.json::<Value>()) else {
-            continue;
-        };
-        if let Ok(metadata) = metadata.await
-            && let Some(uri) = metadata["jwks_uri"].as_str()
-        {
+        if let Some(uri) = metadata["jwks_uri"].as_str() {
             return Ok(check_url("the issuer's jwks_uri", uri)?.to_string());
         }
     }
@@ -278,16 +276,38 @@ async fn discover_jwks(http: &reqwest::Client, issuer: &str) -> Result<String, S
 }
 
 async fn fetch_jwks(http: &reqwest::Client, url: &str) -> Result<JwkSet, String> {
-    let response = http
+    get_json(http, url)
+        .await
+        .map_err(|e| format!("the issuer's keys at {url}: {e}"))
+}
+
+/// A JSON document from the issuer, read up to [`MAX_DOCUMENT_BYTES`], so a
+/// hostile or broken issuer cannot make the server buffer without bound.
+async fn get_json<T: serde::de::DeserializeOwned>(
+    http: &reqwest::Client,
+    url: &str,
+) -> Result<T, String> {
+    let mut response = http
         .get(url)
         .send()
         .await
         .and_then(|r| r.error_for_status())
-        .map_err(|e| format!("cannot fetch the issuer's keys from {url}: {e}"))?;
-    response
-        .json::<JwkSet>()
+        .map_err(|e| format!("cannot fetch it ({e})"))?;
+    let mut body = Vec::new();
+    while let Some(chunk) = response
+        .chunk()
         .await
-        .map_err(|e| format!("the issuer's keys at {url} are not a JWKS: {e}"))
+        .map_err(|e| format!("cannot read it ({e})"))?
+    {
+        if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
+            return Err(format!(
+                "it is larger than {} KiB, more than any key set or metadata needs; check the URL",
+                MAX_DOCUMENT_BYTES / 1024
+            ));
+        }
+        body.extend_from_slice(&chunk);
+    }
+    serde_json::from_slice(&body).map_err(|e| format!("it is not the JSON expected ({e})"))
 }
 
 /// Answers 401 or 403, with `WWW-Authenticate` pointing at the metadata,
