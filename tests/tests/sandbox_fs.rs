@@ -222,6 +222,31 @@ async fn scratch_tmp_is_private_to_one_call() {
     assert!(msg.contains("NotFound"), "{msg}");
 }
 
+/// Scratch folders a call leaves untouched are reused. A guest that sets
+/// the folder's own time (a value the next call could read) must not reach
+/// the next call, which gets a folder no earlier call has changed.
+#[tokio::test]
+async fn a_time_set_on_tmp_does_not_reach_the_next_call() {
+    let bed = bed();
+    let grants = Grants::default();
+    // Warm the pool: this call's untouched folder waits for the next one.
+    bed.call("noop", json!({}), &grants).await.unwrap();
+    bed.call(
+        "set-modified",
+        json!({"path": "/tmp", "secs": 1234}),
+        &grants,
+    )
+    .await
+    .expect("the scratch folder is writable");
+    for _ in 0..3 {
+        let seen = bed
+            .call("modified", json!({"path": "/tmp"}), &grants)
+            .await
+            .unwrap();
+        assert_ne!(seen, json!(1234), "an earlier call's mark reached this one");
+    }
+}
+
 #[tokio::test]
 async fn the_skill_folder_is_read_only() {
     let bed = bed();

@@ -103,6 +103,22 @@ impl Guest for Testbed {
         std::fs::rename(src, dst).map_err(io_error)
     }
 
+    fn set_modified(path: String, secs: u64) -> Result<(), String> {
+        let when = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+        std::fs::File::open(path)
+            .and_then(|f| f.set_modified(when))
+            .map_err(io_error)
+    }
+
+    fn modified(path: String) -> Result<u64, String> {
+        let when = std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .map_err(io_error)?;
+        Ok(when
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()))
+    }
+
     fn env_vars() -> Vec<(String, String)> {
         std::env::vars().collect()
     }

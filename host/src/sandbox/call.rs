@@ -76,7 +76,7 @@ pub(crate) async fn call_function(
     let params = args_from_json(&func.params, args)?;
 
     let io = CallIo::new(limits);
-    let mut store = new_store(&engine.engine, grants, limits, &io)?;
+    let mut store = new_store(&engine.engine, &engine.scratch, grants, limits, &io)?;
     let started = Instant::now();
     let result_ty = func.result.clone();
     let index = func.index;
@@ -139,7 +139,7 @@ pub(crate) async fn run_command(
     let mut io = CallIo::new(limits);
     io.args = argv;
     io.stdin = stdin;
-    let mut store = new_store(&engine.engine, grants, limits, &io)?;
+    let mut store = new_store(&engine.engine, &engine.scratch, grants, limits, &io)?;
     let started = Instant::now();
     let run = async {
         let instance = command.instantiate_async(&mut store).await?;

@@ -8,6 +8,7 @@ use std::time::Duration;
 use wasmtime::component::Linker;
 use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
 
+use super::scratch::ScratchPool;
 use super::store::CallState;
 
 /// How often the epoch advances. Timeouts and cancellation take effect
@@ -46,6 +47,7 @@ impl Default for EngineOptions {
 pub struct SandboxEngine {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<CallState>,
+    pub(crate) scratch: Arc<ScratchPool>,
     ticker: Ticker,
 }
 
@@ -81,6 +83,7 @@ impl SandboxEngine {
         Ok(SandboxEngine {
             engine,
             linker,
+            scratch: Arc::default(),
             ticker,
         })
     }

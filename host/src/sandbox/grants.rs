@@ -46,6 +46,11 @@ impl PinnedDir {
         self.opened_at.clone()
     }
 
+    /// The open folder itself.
+    pub fn dir(&self) -> &Dir {
+        &self.dir
+    }
+
     /// Device and inode of the pinned folder.
     pub fn identity(&self) -> Option<(u64, u64)> {
         use cap_std::fs::MetadataExt;

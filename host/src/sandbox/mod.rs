@@ -15,6 +15,7 @@ mod grants;
 mod limits;
 mod output;
 mod quota;
+mod scratch;
 mod store;
 
 use std::collections::HashMap;

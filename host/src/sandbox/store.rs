@@ -1,12 +1,13 @@
 //! The per-call store: a fresh WASI context, limiter and scratch folder.
 //!
-//! Nothing in here outlives one call. The scratch folder is a `TempDir`
-//! owned by the store's data, so it is deleted when the store is dropped,
+//! Nothing in here outlives one call. The scratch folder is leased from
+//! the [`ScratchPool`] and owned by the store's data, so it goes back (or
+//! is deleted, if the call left anything in it) when the store is dropped,
 //! whether the call succeeded, trapped or was cancelled.
 
+use std::sync::Arc;
 use std::time::Instant;
 
-use tempfile::TempDir;
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
@@ -20,6 +21,7 @@ use super::grants::{Grants, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT};
 use super::limits::Limits;
 use super::output::CappedPipe;
 use super::quota::{FsQuota, QuotaLimits};
+use super::scratch::{ScratchLease, ScratchPool};
 
 /// Raised by the limiter when the guest asks for more memory than allowed.
 #[derive(Debug, thiserror::Error)]
@@ -117,7 +119,7 @@ pub struct CallState {
     pub(crate) quota: FsQuota,
     limiter: CallLimiter,
     deadline: Instant,
-    _scratch: TempDir,
+    _scratch: ScratchLease,
 }
 
 impl CallState {
@@ -169,13 +171,13 @@ impl CallIo {
 /// Builds a fresh store for one call.
 pub fn new_store(
     engine: &wasmtime::Engine,
+    scratch: &Arc<ScratchPool>,
     grants: &Grants,
     limits: &Limits,
     io: &CallIo,
 ) -> Result<Store<CallState>, SandboxError> {
-    let scratch = tempfile::Builder::new()
-        .prefix("skillbox-call-")
-        .tempdir()
+    let scratch = scratch
+        .lease()
         .map_err(|e| SandboxError::Host(format!("cannot create the scratch folder: {e}")))?;
 
     let mut wasi = WasiCtxBuilder::new();
@@ -198,7 +200,12 @@ pub fn new_store(
                 ))
             })
     };
-    preopen(&mut wasi, scratch.path(), SCRATCH_MOUNT, FsPerms::ReadWrite)?;
+    preopen(
+        &mut wasi,
+        &scratch.dir().preopen_path(),
+        SCRATCH_MOUNT,
+        FsPerms::ReadWrite,
+    )?;
     if let Some(skill) = &grants.skill_dir {
         preopen(
             &mut wasi,
