@@ -119,6 +119,81 @@ fn each_bad_line_gets_its_error_and_the_next_is_served() {
     assert!(pong.get("result").is_some(), "{pong}");
 }
 
+/// A whole session written up front, then the input closed: every request
+/// read before the end is answered before the server exits.
+fn scripted_session() -> Vec<u8> {
+    let lines = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "script", "version": "0"}
+        }}).to_string(),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string(),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string(),
+        "not json".to_string(),
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {
+            "name": "data-peek__query", "arguments": {"filter": ".a", "input": "{\"a\": 5}"}
+        }})
+        .to_string(),
+    ];
+    (lines.join("\n") + "\n").into_bytes()
+}
+
+fn assert_whole_session(stdout: &[u8]) {
+    let replies: Vec<Value> = String::from_utf8_lossy(stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}")))
+        .collect();
+    let ids: Vec<&Value> = replies.iter().map(|r| &r["id"]).collect();
+    for id in [1, 2, 3] {
+        assert!(
+            ids.contains(&&json!(id)),
+            "no reply to request {id}: {replies:?}"
+        );
+    }
+    assert!(
+        replies.iter().any(|r| r["error"]["code"] == -32700),
+        "{replies:?}"
+    );
+    let call = replies.iter().find(|r| r["id"] == 3).unwrap();
+    assert_eq!(
+        call["result"]["structuredContent"]["results"],
+        json!(["5"]),
+        "{call}"
+    );
+}
+
+/// stdin and stdout as files: the server reads and writes on threads.
+#[test]
+fn a_session_from_a_file_is_answered_in_full() {
+    let dir = tempfile::tempdir().unwrap();
+    let (input, output) = (dir.path().join("in.jsonl"), dir.path().join("out.jsonl"));
+    std::fs::write(&input, scripted_session()).unwrap();
+    let status = serve(&["--no-audit", "--tools", "all"])
+        .stdin(std::fs::File::open(&input).unwrap())
+        .stdout(std::fs::File::create(&output).unwrap())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert_whole_session(&std::fs::read(&output).unwrap());
+}
+
+/// stdin and stdout as pipes (as a client spawns it): the runtime polls them.
+#[test]
+fn a_session_through_pipes_closed_early_is_answered_in_full() {
+    let mut child = serve(&["--no-audit", "--tools", "all"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(&scripted_session()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    assert_whole_session(&out.stdout);
+}
+
 #[tokio::test]
 async fn http_serves_a_real_client() {
     let (_server, url) = serve_http(&[]);

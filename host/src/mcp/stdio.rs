@@ -1,20 +1,33 @@
-//! MCP over stdio, behind a line gate.
+//! MCP over stdio: one JSON-RPC message per line, parsed once.
 //!
 //! rmcp silently ignores input that is not JSON (as other SDKs do). A
-//! client's author debugging a broken client needs an answer, so every line
-//! passes this gate first: a line that is not JSON gets a JSON-RPC parse
-//! error (-32700), a line over the size limit gets an invalid-request error
-//! (-32600) without being buffered whole, and everything else goes on to
-//! rmcp, which answers wrong shapes and unknown methods itself. Either way
-//! the next line is served. stdout carries only protocol messages.
+//! client's author debugging a broken client needs an answer, so a line
+//! that is not JSON gets a JSON-RPC parse error (-32700), a line over the
+//! size limit gets an invalid-request error (-32600) without being buffered
+//! whole, and JSON that is not a JSON-RPC message gets -32600 too. Either
+//! way the next line is served. stdout carries only protocol messages.
+//!
+//! Latency is mostly hand-offs between threads (a call's own work is tens
+//! of microseconds), so there are as few as the input allows. When stdin
+//! and stdout are pipes (the usual case: a client spawned us), they are
+//! reopened as non-blocking descriptions of their own and driven by the
+//! runtime's poller, so the thread that parses a request also writes its
+//! reply. Otherwise (a file, a terminal) a thread blocked in `read` parses
+//! each line and hands the message on, and a thread blocked on a queue
+//! writes the replies. tokio's own stdin and stdout would send every read
+//! and write through the blocking pool and back.
 
 use std::collections::HashSet;
+use std::io::{BufRead, Write};
 use std::sync::{Arc, Mutex};
 
 use rmcp::ServiceExt;
+use rmcp::model::{ClientJsonRpcMessage, ClientNotification, JsonRpcMessage, RequestId};
+use rmcp::service::{RoleServer, TxJsonRpcMessage};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufReader};
-use tokio::sync::{Notify, mpsc};
+use tokio::net::unix::pipe;
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::handler::Session;
 use super::server::Server;
@@ -22,40 +35,201 @@ use super::server::Server;
 /// Longest request line accepted.
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
-/// Requests forwarded to rmcp and not yet answered. When stdin closes, the
-/// server answers these before it stops, so `printf … | skillbox serve`
-/// gets every reply.
+/// Lines waiting in either direction before the other side waits.
+const QUEUE: usize = 64;
+
+/// Serves one client on this process's stdin and stdout until stdin closes.
+pub async fn serve(server: Arc<Server>) -> anyhow::Result<()> {
+    if let Some((input, output)) = stdio_pipes() {
+        return serve_on(server, input, output).await;
+    }
+    let (transport, inbound, outbound) = LineTransport::new();
+    std::thread::Builder::new()
+        .name("skillbox-stdin".into())
+        .spawn(move || read_blocking(std::io::stdin().lock(), inbound))?;
+    let (written, all_written) = oneshot::channel();
+    std::thread::Builder::new()
+        .name("skillbox-stdout".into())
+        .spawn(move || {
+            write_blocking(outbound, std::io::stdout().lock());
+            let _ = written.send(());
+        })?;
+    run(server, transport).await?;
+    let _ = all_written.await;
+    Ok(())
+}
+
+/// Serves one client on any async byte streams (tests and embedders).
+pub async fn serve_on(
+    server: Arc<Server>,
+    input: impl tokio::io::AsyncRead + Unpin + Send + 'static,
+    output: impl AsyncWrite + Unpin + Send + 'static,
+) -> anyhow::Result<()> {
+    let (transport, inbound, outbound) = LineTransport::new();
+    let reader = tokio::spawn(read_async(BufReader::new(input), inbound));
+    let writer = tokio::spawn(write_async(outbound, output));
+    let served = run(server, transport).await;
+    reader.abort();
+    let _ = writer.await;
+    served
+}
+
+/// stdin and stdout as non-blocking pipes the runtime polls, if they are
+/// pipes. Each is opened anew through `/proc/self/fd`, which gives this
+/// process a description of its own: making it non-blocking does not change
+/// the descriptions the client or other processes share.
+fn stdio_pipes() -> Option<(pipe::Receiver, pipe::Sender)> {
+    let input = std::fs::File::open("/proc/self/fd/0").ok()?;
+    let output = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/proc/self/fd/1")
+        .ok()?;
+    Some((
+        pipe::Receiver::from_file(input).ok()?,
+        pipe::Sender::from_file(output).ok()?,
+    ))
+}
+
+async fn run(server: Arc<Server>, transport: LineTransport) -> anyhow::Result<()> {
+    match Session::new(server).serve(transport).await {
+        Ok(service) => {
+            let _ = service.waiting().await;
+            Ok(())
+        }
+        // A client that leaves before initializing is not a server failure.
+        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
+            tracing::info!("the client closed stdin before initializing");
+            Ok(())
+        }
+        Err(e) => Err(anyhow::anyhow!("the MCP handshake failed: {e}")),
+    }
+}
+
+/// What the reader hands on for one line.
+enum Inbound {
+    Message(Box<ClientJsonRpcMessage>),
+    /// An error reply for a line that was not a message.
+    Reply(Vec<u8>),
+}
+
+/// rmcp's side of the line streams. Only this transport (and the send
+/// futures it returns) holds the outbound queue, so when rmcp drops it the
+/// writer finishes the queued replies and stops.
+struct LineTransport {
+    inbound: mpsc::Receiver<Inbound>,
+    outbound: mpsc::Sender<Vec<u8>>,
+    pending: Arc<Pending>,
+}
+
+impl LineTransport {
+    fn new() -> (Self, Reader, mpsc::Receiver<Vec<u8>>) {
+        let (inbound_tx, inbound) = mpsc::channel(QUEUE);
+        let (outbound, outbound_rx) = mpsc::channel(QUEUE);
+        let pending = Arc::new(Pending::default());
+        let transport = LineTransport {
+            inbound,
+            outbound,
+            pending: pending.clone(),
+        };
+        let reader = Reader {
+            inbound: inbound_tx,
+            pending,
+        };
+        (transport, reader, outbound_rx)
+    }
+}
+
+impl rmcp::transport::Transport<RoleServer> for LineTransport {
+    type Error = std::io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        let answered = match &item {
+            JsonRpcMessage::Response(r) => Some(r.id.clone()),
+            JsonRpcMessage::Error(e) => e.id.clone(),
+            _ => None,
+        };
+        let line = serde_json::to_vec(&item).map(|mut line| {
+            line.push(b'\n');
+            line
+        });
+        let outbound = self.outbound.clone();
+        let pending = self.pending.clone();
+        async move {
+            let line = line.map_err(std::io::Error::other)?;
+            outbound
+                .send(line)
+                .await
+                .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
+            if let Some(id) = answered {
+                pending.answer(&id);
+            }
+            Ok(())
+        }
+    }
+
+    async fn receive(&mut self) -> Option<ClientJsonRpcMessage> {
+        loop {
+            match self.inbound.recv().await {
+                Some(Inbound::Message(message)) => return Some(*message),
+                Some(Inbound::Reply(line)) => {
+                    if self.outbound.send(line).await.is_err() {
+                        return None;
+                    }
+                }
+                // Input ended: answer every request already read before
+                // telling rmcp, so `printf … | skillbox serve` gets them all.
+                None => {
+                    self.pending.drained().await;
+                    return None;
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Self::Error> {
+        self.inbound.close();
+        Ok(())
+    }
+}
+
+/// Requests read and not yet answered.
 #[derive(Default)]
 struct Pending {
-    ids: Mutex<HashSet<String>>,
+    ids: Mutex<HashSet<RequestId>>,
     answered: Notify,
 }
 
 impl Pending {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
         self.ids.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The id of a JSON-RPC request (a message with both `id` and `method`).
-    fn request_id(message: &Value) -> Option<String> {
-        (message.get("method").is_some()).then(|| message.get("id").map(Value::to_string))?
+    /// Notes what an incoming message asks for or gives up on.
+    fn note(&self, message: &ClientJsonRpcMessage) {
+        match message {
+            JsonRpcMessage::Request(request) => {
+                self.lock().insert(request.id.clone());
+            }
+            // The server sends no reply to a cancelled request, so it is no
+            // longer waited for.
+            JsonRpcMessage::Notification(n) => {
+                if let ClientNotification::CancelledNotification(c) = &n.notification
+                    && let Some(id) = &c.params.request_id
+                {
+                    self.answer(id);
+                }
+            }
+            _ => {}
+        }
     }
 
-    /// The request a `notifications/cancelled` gives up on: the server
-    /// sends no reply for it, so it is no longer waited for.
-    fn cancelled_id(message: &Value) -> Option<String> {
-        (message.get("method")?.as_str()? == "notifications/cancelled").then(|| {
-            message
-                .get("params")?
-                .get("requestId")
-                .map(Value::to_string)
-        })?
-    }
-
-    /// The id of a JSON-RPC response (`id` with `result` or `error`).
-    fn response_id(message: &Value) -> Option<String> {
-        (message.get("result").is_some() || message.get("error").is_some())
-            .then(|| message.get("id").map(Value::to_string))?
+    fn answer(&self, id: &RequestId) {
+        if self.lock().remove(id) {
+            self.answered.notify_waiters();
+        }
     }
 
     async fn drained(&self) {
@@ -69,137 +243,19 @@ impl Pending {
     }
 }
 
-/// Serves one client on this process's stdin and stdout until stdin closes.
-pub async fn serve(server: Arc<Server>) -> anyhow::Result<()> {
-    serve_on(server, tokio::io::stdin(), tokio::io::stdout()).await
-}
-
-/// Serves one client on any byte streams (tests use in-memory pipes).
-pub async fn serve_on(
-    server: Arc<Server>,
-    input: impl tokio::io::AsyncRead + Unpin + Send + 'static,
-    output: impl AsyncWrite + Unpin + Send + 'static,
-) -> anyhow::Result<()> {
-    let (to_rmcp, rmcp_in) = tokio::io::duplex(1 << 16);
-    let (rmcp_out, from_rmcp) = tokio::io::duplex(1 << 16);
-    let (lines_tx, lines_rx) = mpsc::channel::<Vec<u8>>(64);
-
-    let pending = Arc::new(Pending::default());
-
-    let writer = tokio::spawn(write_lines(lines_rx, output));
-    let forward = tokio::spawn(forward_lines(
-        BufReader::new(from_rmcp),
-        lines_tx.clone(),
-        pending.clone(),
-    ));
-    let gate = tokio::spawn(gate(BufReader::new(input), to_rmcp, lines_tx, pending));
-
-    match Session::new(server).serve((rmcp_in, rmcp_out)).await {
-        Ok(service) => {
-            let _ = service.waiting().await;
-        }
-        // A client that leaves before initializing is not a server failure.
-        Err(rmcp::service::ServerInitializeError::ConnectionClosed(_)) => {
-            tracing::info!("the client closed stdin before initializing");
-        }
-        Err(e) => return Err(anyhow::anyhow!("the MCP handshake failed: {e}")),
-    }
-    gate.abort();
-    let _ = forward.await;
-    let _ = writer.await;
-    Ok(())
-}
-
-/// Owns the output: whole lines only, so replies never interleave.
-async fn write_lines(mut lines: mpsc::Receiver<Vec<u8>>, mut output: impl AsyncWrite + Unpin) {
-    while let Some(line) = lines.recv().await {
-        if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
-            return;
-        }
-    }
-}
-
-async fn forward_lines(
-    mut from_rmcp: impl AsyncBufRead + Unpin,
-    lines: mpsc::Sender<Vec<u8>>,
+/// The reading end: turns lines into messages or error replies.
+struct Reader {
+    inbound: mpsc::Sender<Inbound>,
     pending: Arc<Pending>,
-) {
-    loop {
-        let mut line = Vec::new();
-        match from_rmcp.read_until(b'\n', &mut line).await {
-            Ok(0) | Err(_) => return,
-            Ok(_) => {
-                let answered = serde_json::from_slice::<Value>(&line)
-                    .ok()
-                    .as_ref()
-                    .and_then(Pending::response_id);
-                if lines.send(line).await.is_err() {
-                    return;
-                }
-                if let Some(id) = answered {
-                    pending.lock().remove(&id);
-                    pending.answered.notify_waiters();
-                }
-            }
-        }
-    }
 }
 
-enum Line {
-    Complete(Vec<u8>),
-    TooLong(usize),
-    Eof,
-}
-
-/// Reads one line, keeping at most `MAX_LINE_BYTES` of it in memory.
-async fn read_line(input: &mut (impl AsyncBufRead + Unpin)) -> std::io::Result<Line> {
-    let mut line = Vec::new();
-    let mut seen = 0usize;
-    loop {
-        let available = input.fill_buf().await?;
-        if available.is_empty() {
-            return Ok(match (seen, line.is_empty()) {
-                (0, _) => Line::Eof,
-                (n, _) if n > MAX_LINE_BYTES => Line::TooLong(n),
-                _ => Line::Complete(line),
-            });
-        }
-        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
-            Some(i) => (&available[..=i], true),
-            None => (available, false),
-        };
-        let len = chunk.len();
-        seen += len;
-        if seen <= MAX_LINE_BYTES {
-            line.extend_from_slice(chunk);
-        } else {
-            line = Vec::new();
-        }
-        input.consume(len);
-        if done {
-            return Ok(if seen > MAX_LINE_BYTES {
-                Line::TooLong(seen)
-            } else {
-                Line::Complete(line)
-            });
-        }
-    }
-}
-
-async fn gate(
-    mut input: impl AsyncBufRead + Unpin,
-    mut to_rmcp: impl AsyncWrite + Unpin,
-    replies: mpsc::Sender<Vec<u8>>,
-    pending: Arc<Pending>,
-) {
-    loop {
-        let line = match read_line(&mut input).await {
-            Ok(Line::Eof) | Err(_) => break,
-            Ok(line) => line,
-        };
-        let error = match line {
-            Line::TooLong(n) => Some((
+impl Reader {
+    /// What one finished line becomes, if anything.
+    fn classify(&self, line: Line) -> Option<Inbound> {
+        match line {
+            Line::TooLong(n) => Some(error_reply(
                 -32600,
+                None,
                 format!(
                     "Invalid Request: the line is {n} bytes, over the {MAX_LINE_BYTES}-byte limit; it was discarded"
                 ),
@@ -207,46 +263,170 @@ async fn gate(
             Line::Complete(bytes) => {
                 let text = trim_line(&bytes);
                 if text.is_empty() {
-                    continue;
+                    return None;
                 }
-                match serde_json::from_slice::<Value>(text) {
-                    Ok(message) => {
-                        if let Some(id) = Pending::request_id(&message) {
-                            pending.lock().insert(id);
-                        }
-                        if let Some(id) = Pending::cancelled_id(&message) {
-                            pending.lock().remove(&id);
-                            pending.answered.notify_waiters();
-                        }
-                        if to_rmcp.write_all(text).await.is_err()
-                            || to_rmcp.write_all(b"\n").await.is_err()
-                        {
-                            break;
-                        }
-                        None
-                    }
-                    Err(e) => Some((
-                        -32700,
-                        format!(
-                            "Parse error: the line is not JSON ({e}); send one JSON-RPC message per line"
-                        ),
-                    )),
+                let message = parse(text)?;
+                if let Inbound::Message(m) = &message {
+                    self.pending.note(m);
                 }
-            }
-            Line::Eof => unreachable!("handled above"),
-        };
-        if let Some((code, message)) = error {
-            let reply =
-                json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
-            let mut bytes = serde_json::to_vec(&reply).unwrap_or_default();
-            bytes.push(b'\n');
-            if replies.send(bytes).await.is_err() {
-                break;
+                Some(message)
             }
         }
     }
-    pending.drained().await;
-    let _ = to_rmcp.shutdown().await;
+}
+
+/// One line as the framer saw it.
+enum Line {
+    Complete(Vec<u8>),
+    TooLong(usize),
+}
+
+/// Parses a line into a message, or the error reply it deserves. `None`
+/// for a notification that is not a message rmcp knows: notifications get
+/// no reply, so it is dropped, as rmcp's own transport does.
+fn parse(text: &[u8]) -> Option<Inbound> {
+    let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
+    let shape_error = match serde_json::from_slice::<ClientJsonRpcMessage>(text) {
+        Ok(message) => return Some(Inbound::Message(Box::new(message))),
+        Err(e) => e,
+    };
+    let value = match serde_json::from_slice::<Value>(text) {
+        Ok(value) => value,
+        Err(e) => {
+            return Some(error_reply(
+                -32700,
+                None,
+                format!(
+                    "Parse error: the line is not JSON ({e}); send one JSON-RPC message per line"
+                ),
+            ));
+        }
+    };
+    let id = value
+        .get("id")
+        .filter(|id| id.is_number() || id.is_string());
+    if id.is_none() && value.get("method").is_some_and(Value::is_string) {
+        tracing::debug!("ignoring a notification rmcp does not know: {shape_error}");
+        return None;
+    }
+    Some(error_reply(
+        -32600,
+        id.cloned(),
+        format!(
+            "Invalid Request: the line is JSON but not a JSON-RPC 2.0 message this server accepts ({shape_error})"
+        ),
+    ))
+}
+
+fn error_reply(code: i64, id: Option<Value>, message: String) -> Inbound {
+    let reply = json!({
+        "jsonrpc": "2.0",
+        "id": id.unwrap_or(Value::Null),
+        "error": {"code": code, "message": message},
+    });
+    let mut bytes = serde_json::to_vec(&reply).unwrap_or_default();
+    bytes.push(b'\n');
+    Inbound::Reply(bytes)
+}
+
+/// Splits a byte stream into lines, keeping at most [`MAX_LINE_BYTES`] of
+/// one line in memory. The same framer serves the blocking and the async
+/// reader.
+#[derive(Default)]
+struct Framer {
+    line: Vec<u8>,
+    seen: usize,
+}
+
+impl Framer {
+    /// Takes bytes from the front of `available`: how many it consumed,
+    /// and the line they finished, if any.
+    fn take(&mut self, available: &[u8]) -> (usize, Option<Line>) {
+        let (chunk, done) = match available.iter().position(|&b| b == b'\n') {
+            Some(i) => (&available[..=i], true),
+            None => (available, false),
+        };
+        self.seen += chunk.len();
+        if self.seen <= MAX_LINE_BYTES {
+            self.line.extend_from_slice(chunk);
+        } else {
+            self.line = Vec::new();
+        }
+        (chunk.len(), done.then(|| self.finish()))
+    }
+
+    /// The line in progress, at the end of the input (if it has bytes).
+    fn finish(&mut self) -> Line {
+        let seen = std::mem::take(&mut self.seen);
+        let line = std::mem::take(&mut self.line);
+        if seen > MAX_LINE_BYTES {
+            Line::TooLong(seen)
+        } else {
+            Line::Complete(line)
+        }
+    }
+}
+
+/// The stdin thread: reads until the input ends or rmcp stops listening.
+fn read_blocking(mut input: impl BufRead, reader: Reader) {
+    let mut framer = Framer::default();
+    loop {
+        let available = match input.fill_buf() {
+            Ok([]) | Err(_) => break,
+            Ok(available) => available,
+        };
+        let (used, line) = framer.take(available);
+        input.consume(used);
+        if let Some(message) = line.and_then(|line| reader.classify(line))
+            && reader.inbound.blocking_send(message).is_err()
+        {
+            return;
+        }
+    }
+    if framer.seen > 0
+        && let Some(message) = reader.classify(framer.finish())
+    {
+        let _ = reader.inbound.blocking_send(message);
+    }
+}
+
+async fn read_async(mut input: impl AsyncBufRead + Unpin, reader: Reader) {
+    let mut framer = Framer::default();
+    loop {
+        let available = match input.fill_buf().await {
+            Ok([]) | Err(_) => break,
+            Ok(available) => available,
+        };
+        let (used, line) = framer.take(available);
+        input.consume(used);
+        if let Some(message) = line.and_then(|line| reader.classify(line))
+            && reader.inbound.send(message).await.is_err()
+        {
+            return;
+        }
+    }
+    if framer.seen > 0
+        && let Some(message) = reader.classify(framer.finish())
+    {
+        let _ = reader.inbound.send(message).await;
+    }
+}
+
+/// The stdout thread: whole lines only, so replies never interleave.
+fn write_blocking(mut lines: mpsc::Receiver<Vec<u8>>, mut output: impl Write) {
+    while let Some(line) = lines.blocking_recv() {
+        if output.write_all(&line).is_err() || output.flush().is_err() {
+            return;
+        }
+    }
+}
+
+async fn write_async(mut lines: mpsc::Receiver<Vec<u8>>, mut output: impl AsyncWrite + Unpin) {
+    while let Some(line) = lines.recv().await {
+        if output.write_all(&line).await.is_err() || output.flush().await.is_err() {
+            return;
+        }
+    }
 }
 
 fn trim_line(bytes: &[u8]) -> &[u8] {

@@ -10,6 +10,14 @@ use cap_std::fs::Dir;
 
 use super::egress::NetRule;
 
+/// Whether `/proc/self/fd` reopens handles here (procfs is mounted).
+/// Asked once: every call preopens through it.
+#[cfg(target_os = "linux")]
+fn proc_self_fd() -> bool {
+    static MOUNTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *MOUNTED.get_or_init(|| Path::new("/proc/self/fd").is_dir())
+}
+
 /// A folder opened once and kept open: every call that mounts it gets this
 /// very folder, whatever its path names later. Renaming the folder, or
 /// swapping a symlink in at its path, does not change what a call sees.
@@ -36,12 +44,9 @@ impl PinnedDir {
     /// folder and never to whatever now sits at its old path.
     pub fn preopen_path(&self) -> PathBuf {
         #[cfg(target_os = "linux")]
-        {
+        if proc_self_fd() {
             use std::os::fd::AsRawFd;
-            let fd = PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()));
-            if fd.exists() {
-                return fd;
-            }
+            return PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()));
         }
         self.opened_at.clone()
     }

@@ -8,19 +8,17 @@
 //! a folder is kept and handed to a later call; anything else is deleted.
 //!
 //! "Exactly as it went in" is decided by the kernel, not by the guest's
-//! account of what it did: the folder must still be empty, and its
+//! account of what it did: the folder must still be empty, and its access,
 //! modification and change times must be the ones recorded when it was
-//! handed out. Creating, renaming or deleting an entry moves both, and
-//! setting the folder's own times moves the change time, so a guest cannot
-//! pass a file or a timestamp to the next holder. The access time is the
-//! one the kernel moves on reads by its own rules (our emptiness check
-//! included), so it is not compared but set back to the folder's first
-//! access time before every reuse.
+//! handed out. Creating, renaming or deleting an entry moves the last two,
+//! and setting the folder's own times moves the change time, so a guest
+//! cannot pass a file or a timestamp to the next holder. The host's own
+//! look inside opens the folder with `O_NOATIME`, so it moves nothing.
 
 use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 
-use rustix::fs::{Timespec, Timestamps, UTIME_OMIT};
+use rustix::fs::Timespec;
 use tempfile::TempDir;
 
 use super::grants::PinnedDir;
@@ -40,10 +38,8 @@ struct Scratch {
     /// Deletes the folder when dropped.
     _dir: TempDir,
     pinned: PinnedDir,
-    /// Its access time when it was made; every reuse starts from it.
-    first_access: Timespec,
-    /// Its modification and change times when it was last handed out.
-    handed_out: [Timespec; 2],
+    /// Its access, modification and change times when it was made.
+    handed_out: [Timespec; 3],
 }
 
 fn times(dir: &impl AsFd) -> std::io::Result<[Timespec; 3]> {
@@ -65,44 +61,24 @@ impl Scratch {
             .prefix("skillbox-call-")
             .tempdir()?;
         let pinned = PinnedDir::open(dir.path())?;
-        let [atime, mtime, ctime] = times(pinned.dir())?;
+        let handed_out = times(pinned.dir())?;
         Ok(Scratch {
             _dir: dir,
             pinned,
-            first_access: atime,
-            handed_out: [mtime, ctime],
+            handed_out,
         })
     }
 
-    /// Makes the folder ready for the next call if the last one left no
-    /// trace in it; `false` if it did (and the folder must go).
-    fn reset(&mut self) -> std::io::Result<bool> {
-        let dir = self.pinned.dir();
-        if dir.entries()?.next().is_some() {
-            return Ok(false);
-        }
-        let [_, mtime, ctime] = times(dir)?;
-        if [mtime, ctime] != self.handed_out {
-            return Ok(false);
-        }
-        let omit = Timespec {
-            tv_sec: 0,
-            tv_nsec: UTIME_OMIT,
-        };
-        // The handle is an O_PATH one, which futimens refuses; "." is the
-        // folder itself and involves no path lookup outside it.
-        rustix::fs::utimensat(
-            dir,
-            ".",
-            &Timestamps {
-                last_access: self.first_access,
-                last_modification: omit,
-            },
-            rustix::fs::AtFlags::empty(),
-        )?;
-        let [_, mtime, ctime] = times(dir)?;
-        self.handed_out = [mtime, ctime];
-        Ok(true)
+    /// Whether the folder is exactly as the last call got it.
+    fn untouched(&self) -> std::io::Result<bool> {
+        use rustix::fs::{Mode, OFlags};
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOATIME | OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(self.pinned.dir(), ".", flags, Mode::empty())?;
+        let times_now = times(&fd)?;
+        let mut entries = rustix::fs::Dir::new(fd)?;
+        let empty = entries
+            .all(|entry| entry.is_ok_and(|e| matches!(e.file_name().to_bytes(), b"." | b"..")));
+        Ok(empty && times_now == self.handed_out)
     }
 }
 
@@ -125,8 +101,8 @@ impl ScratchPool {
         self.lock().len()
     }
 
-    fn give_back(&self, mut scratch: Scratch) {
-        if !scratch.reset().unwrap_or(false) {
+    fn give_back(&self, scratch: Scratch) {
+        if !scratch.untouched().unwrap_or(false) {
             return;
         }
         let mut idle = self.lock();
