@@ -3,15 +3,16 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{Context, bail};
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
-use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::transport::TokioChildProcess;
 use tokio::io::AsyncBufReadExt;
 
 use super::Stats;
+use super::http_load;
 
 pub struct McpFigures {
     pub round_trip: Stats,
@@ -93,8 +94,11 @@ async fn connect(
     Ok(().serve(transport).await?)
 }
 
+/// The trivial tool every MCP figure calls.
+const NOOP: &str = "bench-kit__noop";
+
 fn noop() -> CallToolRequestParams {
-    CallToolRequestParams::new("bench-kit__noop")
+    CallToolRequestParams::new(NOOP)
 }
 
 pub async fn run(
@@ -124,8 +128,13 @@ pub async fn run(
 
     eprintln!("bench: calls per second over HTTP with 1 and 8 clients ({seconds} s each)…");
     let (mut server, url) = start_http(exe, kit.path()).await?;
-    let calls_per_sec_1 = throughput(&url, 1, seconds).await?;
-    let calls_per_sec_8 = throughput(&url, 8, seconds).await?;
+    let addr = url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split('/').next())
+        .and_then(|authority| authority.parse().ok())
+        .with_context(|| format!("the server announced an unexpected URL: {url}"))?;
+    let calls_per_sec_1 = http_load::throughput(addr, NOOP, 1, seconds).await?;
+    let calls_per_sec_8 = http_load::throughput(addr, NOOP, 8, seconds).await?;
     let _ = server.kill().await;
 
     eprintln!("bench: process start to first tools/list, 4, 50 and 3,001 skills…");
@@ -179,32 +188,4 @@ async fn start_http(exe: &Path, skills: &Path) -> anyhow::Result<(tokio::process
         }
     }
     bail!("the HTTP server exited before listening")
-}
-
-/// Calls per second that `clients` concurrent clients achieve.
-async fn throughput(url: &str, clients: usize, seconds: f64) -> anyhow::Result<f64> {
-    let mut connected = Vec::new();
-    for _ in 0..clients {
-        let transport = StreamableHttpClientTransport::from_uri(url);
-        connected.push(().serve(transport).await?);
-    }
-    let started = Instant::now();
-    let deadline = started + Duration::from_secs_f64(seconds);
-    let mut tasks = Vec::new();
-    for client in connected {
-        tasks.push(tokio::spawn(async move {
-            let mut calls = 0u64;
-            while Instant::now() < deadline {
-                client.peer().call_tool(noop()).await?;
-                calls += 1;
-            }
-            client.cancel().await?;
-            anyhow::Ok(calls)
-        }));
-    }
-    let mut total = 0;
-    for task in tasks {
-        total += task.await??;
-    }
-    Ok(total as f64 / started.elapsed().as_secs_f64().max(seconds))
 }

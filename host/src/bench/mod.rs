@@ -3,6 +3,7 @@
 //! Everything is compared within one run, as ratios and medians, because
 //! the machines this runs on are shared and noisy.
 
+mod http_load;
 mod mcp;
 
 use std::path::PathBuf;

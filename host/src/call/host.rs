@@ -249,6 +249,28 @@ impl Host {
             .unwrap_or_default()
     }
 
+    /// The tools of each skill, in order. Skills not yet resolved are
+    /// resolved on the blocking pool, as many at once as there are cores,
+    /// so a cold start compiles (or reads from the cache) in parallel.
+    pub async fn tools_of_many(
+        self: &Arc<Self>,
+        skills: &[Arc<Skill>],
+    ) -> Vec<Arc<Vec<SkillTool>>> {
+        use futures::StreamExt;
+        let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+        let resolving: Vec<_> = skills
+            .iter()
+            .map(|skill| {
+                let (host, skill) = (self.clone(), skill.clone());
+                async move { host.tools_of_blocking(&skill).await }
+            })
+            .collect();
+        futures::stream::iter(resolving)
+            .buffered(cores)
+            .collect()
+            .await
+    }
+
     fn lock_resolved(&self) -> std::sync::MutexGuard<'_, HashMap<String, ResolvedTools>> {
         self.resolved.lock().unwrap_or_else(|e| e.into_inner())
     }

@@ -171,10 +171,10 @@ impl Session {
             host.options.read_only,
             self.server.options.catalog_budget,
         );
-        for skill in self.listed_skills(stable) {
+        let skills = self.listed_skills(stable);
+        for skill_tools in host.tools_of_many(&skills).await {
             tools.extend(
-                host.tools_of_blocking(&skill)
-                    .await
+                skill_tools
                     .iter()
                     .filter(|t| host.serves(t))
                     .map(host_tools::skill_tool_definition),

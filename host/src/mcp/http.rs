@@ -71,6 +71,9 @@ fn config(options: &HttpOptions, shutdown: CancellationToken) -> StreamableHttpS
         .with_allowed_origins(origins)
         .enforce_origin_validation()
         .with_max_request_body_bytes(options.max_body_bytes)
+        // A stateless reply with nothing streamed before it is sent as
+        // plain JSON, which costs both sides less than an event stream.
+        .with_json_response(true)
         .with_cancellation_token(shutdown)
 }
 

@@ -3,7 +3,7 @@
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 
-use sha2::{Digest, Sha256};
+use sha2::Sha256;
 use wasmtime::Engine;
 use wasmtime::component::{Component, InstancePre};
 
@@ -255,21 +255,22 @@ fn read_private_file(path: &Path, limit: u64) -> Result<Vec<u8>, &'static str> {
     Ok(bytes)
 }
 
-/// Reads, compiles (or loads from cache) and pre-instantiates a component.
+/// Compiles (or loads from cache) and pre-instantiates a component whose
+/// bytes hash to `digest_hex` (SHA-256, computed once by the caller).
 pub(crate) fn load_component(
     engine: &Engine,
     linker: &wasmtime::component::Linker<CallState>,
     bytes: &[u8],
+    digest_hex: &str,
     cache: Option<&DiskCache>,
 ) -> Result<LoadedComponent, SandboxError> {
-    let digest_hex = hex(&Sha256::digest(bytes));
-    let from_cache = cache.and_then(|c| c.load(engine, &digest_hex));
+    let from_cache = cache.and_then(|c| c.load(engine, digest_hex));
     let (component, origin) = match from_cache {
         Some(component) => (component, CompileOrigin::DiskCache),
         None => {
             let component = compile(engine, bytes)?;
             if let Some(cache) = cache {
-                cache.store(engine, &digest_hex, &component);
+                cache.store(engine, digest_hex, &component);
             }
             (component, CompileOrigin::Compiled)
         }
@@ -328,5 +329,10 @@ pub(crate) fn root_message(e: &wasmtime::Error) -> String {
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    use std::fmt::Write;
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        let _ = write!(out, "{b:02x}");
+    }
+    out
 }

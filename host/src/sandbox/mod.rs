@@ -114,18 +114,30 @@ impl Sandbox {
     /// Loads a component from memory; the same bytes are compiled once per
     /// process and, with a disk cache, once per machine.
     pub fn load_bytes(&self, bytes: &[u8]) -> Result<Arc<LoadedComponent>, SandboxError> {
-        use sha2::Digest;
-        let key = component::hex(&sha2::Sha256::digest(bytes));
-        if let Some(hit) = self.lock_loaded().by_digest.get(&key) {
+        self.load_hashed(bytes, &sha256_hex(bytes))
+    }
+
+    /// [`Sandbox::load_bytes`] for a caller that has just hashed these very
+    /// bytes with [`sha256_hex`] (the skill loader checks them against the
+    /// digest it recorded), so they are not hashed twice.
+    pub(crate) fn load_hashed(
+        &self,
+        bytes: &[u8],
+        key: &str,
+    ) -> Result<Arc<LoadedComponent>, SandboxError> {
+        if let Some(hit) = self.lock_loaded().by_digest.get(key) {
             return Ok(hit.clone());
         }
         let loaded = Arc::new(component::load_component(
             &self.engine.engine,
             &self.engine.linker,
             bytes,
+            key,
             self.cache.as_ref(),
         )?);
-        self.lock_loaded().by_digest.insert(key, loaded.clone());
+        self.lock_loaded()
+            .by_digest
+            .insert(key.to_string(), loaded.clone());
         Ok(loaded)
     }
 
@@ -166,6 +178,13 @@ impl Sandbox {
     fn lock_loaded(&self) -> std::sync::MutexGuard<'_, Loaded> {
         self.loaded.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+/// The SHA-256 of `bytes` in lowercase hex: the identity of a component
+/// (its cache key) and, with a `sha256:` prefix, of any skill file.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    component::hex(&sha2::Sha256::digest(bytes))
 }
 
 /// Checks that `path` is a component-sized file, before reading it whole.

@@ -50,6 +50,7 @@ impl Catalog {
     pub fn from_sources_within(sources: &[Source], limits: &discover::Limits) -> Catalog {
         let mut catalog = Catalog::default();
         let mut candidates: BTreeMap<String, Vec<Skill>> = BTreeMap::new();
+        let mut found = Vec::new();
         for source in sources {
             let (dirs, diags) = discover::skill_dirs(&source.root, limits);
             catalog.diagnostics.extend(diags);
@@ -66,14 +67,23 @@ impl Catalog {
                     catalog.untrusted.push(dir);
                     continue;
                 }
-                let (skill, diags) = model::load(&dir, source, Strictness::Lenient);
-                catalog.diagnostics.extend(diags);
-                if let Some(skill) = skill {
-                    candidates
-                        .entry(skill.name().to_string())
-                        .or_default()
-                        .push(skill);
-                }
+                found.push((dir, source));
+            }
+        }
+        // Reading and hashing each skill's files is independent work; the
+        // results are taken in discovery order, so precedence is unchanged.
+        use rayon::prelude::*;
+        let loaded: Vec<_> = found
+            .par_iter()
+            .map(|(dir, source)| model::load(dir, source, Strictness::Lenient))
+            .collect();
+        for (skill, diags) in loaded {
+            catalog.diagnostics.extend(diags);
+            if let Some(skill) = skill {
+                candidates
+                    .entry(skill.name().to_string())
+                    .or_default()
+                    .push(skill);
             }
         }
         for (name, skills) in candidates {

@@ -3,8 +3,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
-use sha2::{Digest, Sha256};
-
 use super::diagnostic::Diagnostic;
 use super::files::{MAX_SKILL_FILE_BYTES, ReadError, SkillDir};
 use super::frontmatter::{self, Problem, Strictness};
@@ -274,7 +272,5 @@ fn leaves_source(dir: &Path, root: &Path) -> Option<String> {
 }
 
 pub fn digest(bytes: &[u8]) -> String {
-    let hash = Sha256::digest(bytes);
-    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+    format!("sha256:{}", crate::sandbox::sha256_hex(bytes))
 }

@@ -100,7 +100,12 @@ pub fn load(skill: &Skill, rel: &str, sandbox: &Sandbox) -> Result<Arc<LoadedCom
         .files
         .read_bounded(rel, MAX_COMPONENT_BYTES)
         .map_err(|e| format!("component `{rel}`: {e}"))?;
-    if skill.component_digest(rel) != Some(super::model::digest(&bytes).as_str()) {
+    let hex = crate::sandbox::sha256_hex(&bytes);
+    if skill
+        .component_digest(rel)
+        .and_then(|d| d.strip_prefix("sha256:"))
+        != Some(hex.as_str())
+    {
         return Err(format!(
             "component `{rel}` changed since skill `{}` was loaded; it does not run until the \
              skill is reloaded and checked again",
@@ -108,7 +113,7 @@ pub fn load(skill: &Skill, rel: &str, sandbox: &Sandbox) -> Result<Arc<LoadedCom
         ));
     }
     sandbox
-        .load_bytes(&bytes)
+        .load_hashed(&bytes, &hex)
         .map_err(|e| format!("component `{rel}`: {e}"))
 }
 
