@@ -240,7 +240,7 @@ async fn a_forged_cache_file_is_never_deserialized() {
     assert!(loaded.exports.function("count-lines").is_some());
 
     // A hand-written file, and a cache folder others may write to.
-    std::fs::write(text_file, b"SKBXCW01 not compiled code").unwrap();
+    std::fs::write(text_file, b"SKBXCW02 not compiled code").unwrap();
     let fresh = Sandbox::with_options(&EngineOptions::default(), Some(cache())).unwrap();
     assert_eq!(
         fresh.load_file(&text_wasm).unwrap().origin,

@@ -23,6 +23,8 @@ pub struct McpFigures {
     /// 3,000 instruction-only skills beside the kit (a large public
     /// collection's size), catalog under the default budget.
     pub startup_3000: Stats,
+    /// Resident bytes of a server with 50 skills, every tool listed.
+    pub idle_rss_50: Option<u64>,
 }
 
 /// A skills folder with `bench-kit` (whose `noop` tool is the trivial call)
@@ -84,14 +86,34 @@ fn serve_command(exe: &Path, skills: &Path) -> tokio::process::Command {
     cmd
 }
 
-async fn connect(
-    exe: &Path,
-    skills: &Path,
-) -> anyhow::Result<rmcp::service::RunningService<rmcp::RoleClient, ()>> {
+type Client = rmcp::service::RunningService<rmcp::RoleClient, ()>;
+
+async fn connect(exe: &Path, skills: &Path) -> anyhow::Result<Client> {
+    Ok(connect_with_pid(exe, skills).await?.0)
+}
+
+async fn connect_with_pid(exe: &Path, skills: &Path) -> anyhow::Result<(Client, Option<u32>)> {
     let (transport, _) = TokioChildProcess::builder(serve_command(exe, skills))
         .stderr(Stdio::null())
         .spawn()?;
-    Ok(().serve(transport).await?)
+    let pid = transport.id();
+    Ok((().serve(transport).await?, pid))
+}
+
+/// Resident memory of a server with `skills` after its first tools/list
+/// (every tool listed, so every component loaded), once it has settled.
+async fn idle_rss(exe: &Path, skills: &Path) -> anyhow::Result<Option<u64>> {
+    let (client, pid) = connect_with_pid(exe, skills).await?;
+    client.peer().list_all_tools().await?;
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let rss = pid.and_then(|pid| {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+        let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    });
+    client.cancel().await?;
+    Ok(rss)
 }
 
 /// The trivial tool every MCP figure calls.
@@ -145,7 +167,9 @@ pub async fn run(
     let startup_4 = startup(exe, four.path()).await?;
     let startup_50 = startup(exe, fifty.path()).await?;
     let startup_3000 = startup(exe, thousands.path()).await?;
+    let idle_rss_50 = idle_rss(exe, fifty.path()).await?;
     Ok(McpFigures {
+        idle_rss_50,
         round_trip,
         calls_per_sec_1,
         calls_per_sec_8,

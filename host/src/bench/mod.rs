@@ -5,6 +5,10 @@
 
 mod http_load;
 mod mcp;
+mod python;
+mod table;
+
+use table::Row;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -30,6 +34,14 @@ pub struct BenchArgs {
         default_value = "skills/log-inspect/tools/text.wasm"
     )]
     tool: PathBuf,
+    /// A large Python component (componentize-py) for the start and warm
+    /// call figures; skipped when missing (scripts/build-foreign builds it).
+    #[arg(
+        long,
+        value_name = "PATH.wasm",
+        default_value = "target/foreign/wordcount.wasm"
+    )]
+    python: PathBuf,
     /// Calls (and process spawns) measured for the per-call cost.
     #[arg(long, default_value_t = 300)]
     iterations: usize,
@@ -161,71 +173,94 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         ))?)
     };
 
+    let python = if args.python.is_file() {
+        eprintln!("bench: the Python component: start to first result, warm calls…");
+        Some(runtime.block_on(python::run(&args.python, args.iterations.min(100)))?)
+    } else {
+        eprintln!(
+            "bench: {} is missing; scripts/build-foreign builds it (Python figures skipped)",
+            args.python.display()
+        );
+        None
+    };
+
     let ratio = ratio_f(spawns.median, calls.median);
+    let mut rows = vec![
+        Row::timed("sandboxed call (new store+instantiate+call)", &calls)
+            .target("≤ 50 µs", calls.median <= Duration::from_micros(50)),
+        Row::timed("  same, on-demand allocator (no pooling)", &on_demand),
+        Row::timed("native process spawn (`true`)", &spawns),
+        Row::figure("spawn / sandboxed call", format!("{ratio:.1}x"))
+            .target("≥ 10x", ratio >= 10.0),
+        Row::timed("compile tool component, cold", &cold),
+        Row::timed("load tool component from disk cache", &disk),
+        Row::timed("load tool component, already loaded", &loaded),
+    ];
+    if let Some(m) = &mcp {
+        rows.extend([
+            Row::timed("MCP tools/call round trip, stdio", &m.round_trip).target(
+                "≤ 150 µs",
+                m.round_trip.median <= Duration::from_micros(150),
+            ),
+            Row::figure(
+                "MCP over HTTP, calls/s, 1 client",
+                format!("{:.0}", m.calls_per_sec_1),
+            ),
+            Row::figure(
+                "MCP over HTTP, calls/s, 8 clients",
+                format!("{:.0}", m.calls_per_sec_8),
+            )
+            .target("≥ 10,000", m.calls_per_sec_8 >= 10_000.0),
+            Row::timed("start to first tools/list, 4 skills", &m.startup_4),
+            Row::timed("start to first tools/list, 50 skills", &m.startup_50)
+                .target("≤ 20 ms", m.startup_50.median <= Duration::from_millis(20)),
+            Row::timed("start to first tools/list, 3,001 skills", &m.startup_3000),
+        ]);
+        if let Some(rss) = m.idle_rss_50 {
+            rows.push(
+                Row::figure(
+                    "idle RSS, 50 skills, every tool listed",
+                    format!("{:.1} MiB", rss as f64 / (1 << 20) as f64),
+                )
+                .target("≤ 64 MiB", rss <= 64 << 20),
+            );
+        }
+    }
+    if let Some(p) = &python {
+        rows.extend([
+            Row::timed(
+                "Python component: second start to first result",
+                &p.second_start,
+            )
+            .target(
+                "≤ 100 ms",
+                p.second_start.median <= Duration::from_millis(100),
+            ),
+            Row::timed("Python component: warm call", &p.warm_call)
+                .target("≤ 1 ms", p.warm_call.median <= Duration::from_millis(1)),
+        ]);
+    }
     if args.json {
-        let row =
-            |s: &Stats| json!({ "median_us": micros(s.median), "p90_us": micros(s.p90), "n": s.n });
-        let out = json!({
-            "sandboxed_call": row(&calls),
-            "sandboxed_call_on_demand": row(&on_demand),
-            "native_spawn": row(&spawns),
-            "spawn_over_call": ratio,
-            "compile_cold": row(&cold),
-            "load_disk_cache": row(&disk),
-            "load_already_loaded": row(&loaded),
-            "compile_cold_over_disk_cache": ratio_f(cold.median, disk.median),
-            "tool_bytes": tool.len(),
-            "mcp": mcp.as_ref().map(|m| json!({
-                "stdio_round_trip": row(&m.round_trip),
-                "http_calls_per_sec_1_client": m.calls_per_sec_1,
-                "http_calls_per_sec_8_clients": m.calls_per_sec_8,
-                "start_to_tools_list_4_skills": row(&m.startup_4),
-                "start_to_tools_list_50_skills": row(&m.startup_50),
-                "start_to_tools_list_3001_skills": row(&m.startup_3000),
-            })),
-        });
+        let mut out = serde_json::Map::new();
+        for row in &rows {
+            out.insert(row.key(), row.json());
+        }
+        out.insert("tool_bytes".into(), json!(tool.len()));
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
-            "{:<44} {:>12} {:>12} {:>6}",
-            "measure", "median", "p90", "n"
+            "{:<48} {:>12} {:>12} {:>6}  {:<10}",
+            "measure", "median", "p90", "n", "target"
         );
-        let line = |name: &str, s: &Stats| {
-            println!(
-                "{:<44} {:>12} {:>12} {:>6}",
-                name,
-                human(s.median),
-                human(s.p90),
-                s.n
-            )
-        };
-        line("sandboxed call (new store+instantiate+call)", &calls);
-        line("  same, on-demand allocator (no pooling)", &on_demand);
-        line("native process spawn (`true`)", &spawns);
-        line("compile tool component, cold", &cold);
-        line("load tool component from disk cache", &disk);
-        line("load tool component, already loaded", &loaded);
-        if let Some(m) = &mcp {
-            line("MCP tools/call round trip, stdio", &m.round_trip);
-            line("start to first tools/list, 4 skills", &m.startup_4);
-            line("start to first tools/list, 50 skills", &m.startup_50);
-            line("start to first tools/list, 3,001 skills", &m.startup_3000);
+        for row in &rows {
+            println!("{row}");
         }
         println!();
-        println!("spawn / sandboxed call (median): {ratio:.1}x");
         println!(
             "cold compile / disk-cache load (median): {:.1}x  ({} KiB component)",
             ratio_f(cold.median, disk.median),
             tool.len() / 1024
         );
-        if let Some(m) = &mcp {
-            println!(
-                "MCP over HTTP: {:.0} calls/s with 1 client, {:.0} calls/s with 8 clients ({:.1}x)",
-                m.calls_per_sec_1,
-                m.calls_per_sec_8,
-                m.calls_per_sec_8 / m.calls_per_sec_1.max(1e-9)
-            );
-        }
     }
     Ok(std::process::ExitCode::SUCCESS)
 }

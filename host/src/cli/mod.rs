@@ -4,6 +4,7 @@
 //! A script run exits with the script's own code.
 
 mod agent;
+mod compile;
 mod flags;
 mod serve;
 mod skills;
@@ -57,6 +58,9 @@ enum Command {
     /// List, check and measure skills.
     #[command(subcommand)]
     Skills(skills::SkillsCommand),
+    /// Compile every skill's components into the compiled-code cache ahead
+    /// of time (for images and CI), so no first call waits for a compile.
+    Compile(compile::CompileArgs),
     /// Measure the fixed cost of a sandboxed call and of compiling.
     Bench(crate::bench::BenchArgs),
 }
@@ -121,6 +125,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Serve(args) => serve::serve(*args),
         Command::Agent(args) => agent::agent(*args),
         Command::Skills(command) => skills::run(command),
+        Command::Compile(args) => compile::run(args),
         Command::Bench(args) => crate::bench::run(args).map_err(CliError::Other),
     }
 }
