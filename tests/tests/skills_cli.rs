@@ -258,3 +258,46 @@ fn manifest_limits_apply_and_flags_override_them() {
         out.stderr
     );
 }
+
+/// `skillbox compile` fills an empty cache with every bundled component,
+/// and a second run finds them all there: no first call waits for a compile.
+#[test]
+fn compile_fills_the_cache_ahead_of_time() {
+    let cache = tempfile::tempdir().unwrap();
+    let compile = || -> Run {
+        skillbox()
+            .args(["compile", "--json", "--cache"])
+            .arg(cache.path().join("components"))
+            .output()
+            .unwrap()
+            .into()
+    };
+    let first = compile();
+    assert_eq!(first.code, 0, "{first:?}");
+    let doc: serde_json::Value = serde_json::from_str(&first.stdout).unwrap();
+    let rows = doc["components"].as_array().unwrap();
+    let bundled = ["log-inspect", "data-peek", "report-digest", "release-check"];
+    for skill in bundled {
+        assert!(
+            rows.iter().any(|r| r["skill"] == skill),
+            "{skill} missing: {doc}"
+        );
+    }
+    assert!(
+        rows.iter().any(|r| r["outcome"] == "compiled"),
+        "an empty cache compiles: {doc}"
+    );
+    assert!(
+        first.stderr.contains("compile: ["),
+        "progress on stderr: {first:?}"
+    );
+
+    let second = compile();
+    assert_eq!(second.code, 0, "{second:?}");
+    let doc: serde_json::Value = serde_json::from_str(&second.stdout).unwrap();
+    let rows = doc["components"].as_array().unwrap();
+    assert!(
+        rows.iter().all(|r| r["outcome"] == "cached"),
+        "everything comes from the cache: {doc}"
+    );
+}
