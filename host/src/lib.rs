@@ -8,9 +8,11 @@
 //! - [`mcp`]: the MCP server over stdio and Streamable HTTP.
 //! - [`net`]: where secrets may travel (https, or this machine).
 //! - [`agent`]: the agent loop over MCP tools and model providers.
+//! - [`author`]: scaffolding a new skill and building its tool.
 //! - [`cli`]: the `skillbox` command line.
 
 pub mod agent;
+pub mod author;
 pub mod bench;
 pub mod call;
 pub mod cli;

@@ -301,3 +301,38 @@ fn compile_fills_the_cache_ahead_of_time() {
         "everything comes from the cache: {doc}"
     );
 }
+
+/// An installed binary (no source checkout around it) finds the bundled
+/// skills in the data folder `scripts/install` fills.
+#[test]
+fn an_installed_binary_finds_the_bundled_skills_in_the_data_folder() {
+    let home = tempfile::tempdir().unwrap();
+    let bin = home.path().join("bin/skillbox");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::copy(skillbox_e2e::skillbox_bin(), &bin).unwrap();
+    let data = home.path().join("data");
+    let skill = data.join("skillbox/skills/installed-one");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: installed-one\ndescription: A skill the install put in the data folder. Use in tests only.\n---\nBody.\n",
+    )
+    .unwrap();
+    let list: Run = std::process::Command::new(&bin)
+        .args(["skills", "list", "--json"])
+        .current_dir(home.path())
+        .envs(skillbox_e2e::hermetic_env())
+        .env("HOME", home.path())
+        .env("XDG_DATA_HOME", &data)
+        .env_remove("SKILLBOX_SYSTEM_SKILLS")
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(list.code, 0, "{list:?}");
+    let doc: serde_json::Value = serde_json::from_str(&list.stdout).unwrap();
+    assert_eq!(
+        skill_named(&doc, "installed-one")["source"],
+        "system",
+        "{doc}"
+    );
+}

@@ -4,6 +4,7 @@
 //! A script run exits with the script's own code.
 
 mod agent;
+mod author;
 mod compile;
 mod flags;
 mod serve;
@@ -58,6 +59,12 @@ enum Command {
     /// List, check and measure skills.
     #[command(subcommand)]
     Skills(skills::SkillsCommand),
+    /// Start something new: `skillbox new skill NAME --tool rust`.
+    #[command(subcommand)]
+    New(author::NewCommand),
+    /// Build a skill's Rust tool to wasm32-wasip2 and place the component
+    /// where its skillbox.yaml says.
+    Build(author::BuildArgs),
     /// Compile every skill's components into the compiled-code cache ahead
     /// of time (for images and CI), so no first call waits for a compile.
     Compile(compile::CompileArgs),
@@ -126,6 +133,8 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Agent(args) => agent::agent(*args),
         Command::Skills(command) => skills::run(command),
         Command::Compile(args) => compile::run(args),
+        Command::New(command) => author::new(command),
+        Command::Build(args) => author::build_skill(args),
         Command::Bench(args) => crate::bench::run(args).map_err(CliError::Other),
     }
 }

@@ -176,6 +176,15 @@ fn skill_folders(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<Diagnostic>), C
         if !path.is_dir() {
             return Err(CliError::Usage(format!("{}: not a folder", path.display())));
         }
+        // `.` or `..` names no folder by itself; the skill's name is
+        // compared with the folder's.
+        let resolved;
+        let path = if path.file_name().is_none() {
+            resolved = path.canonicalize().unwrap_or_else(|_| path.clone());
+            &resolved
+        } else {
+            path
+        };
         if path.join("SKILL.md").is_file() {
             folders.push(path.clone());
         } else {
@@ -197,9 +206,15 @@ fn skill_folders(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<Diagnostic>), C
 /// Checks one folder fully: the frontmatter and manifest rules, then the
 /// manifest against the components' own types, then token budgets.
 pub fn check_folder(dir: &Path, sandbox: &Sandbox) -> Vec<Diagnostic> {
+    // `skills check demo` or `skills check .`: the parent of a relative
+    // path can be empty, which names no folder.
+    let root = std::path::absolute(dir)
+        .ok()
+        .and_then(|d| d.parent().map(Path::to_path_buf))
+        .unwrap_or_else(|| dir.to_path_buf());
     let source = Source {
         kind: SourceKind::Explicit,
-        root: dir.parent().unwrap_or(dir).to_path_buf(),
+        root,
         trusted: true,
     };
     let (skill, mut diags) = model::load(dir, &source, Strictness::Strict);

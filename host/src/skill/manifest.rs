@@ -150,6 +150,21 @@ impl Manifest {
 /// component. Checks that need the component's types are in
 /// [`super::tools`].
 pub fn load(dir: &SkillDir) -> Result<Option<Manifest>, Vec<Problem>> {
+    let Some((manifest, text)) = parse(dir)? else {
+        return Ok(None);
+    };
+    let problems = check(&manifest, &text, dir);
+    if problems.is_empty() {
+        Ok(Some(manifest))
+    } else {
+        Err(problems)
+    }
+}
+
+/// Reads and parses the manifest (and its text) without the checks that
+/// need the skill's other files: `skillbox build` reads it before the
+/// components it names exist.
+pub fn parse(dir: &SkillDir) -> Result<Option<(Manifest, String)>, Vec<Problem>> {
     let bytes = match dir.read_bounded(MANIFEST_FILE, MAX_SKILL_FILE_BYTES) {
         Ok(bytes) => bytes,
         Err(ReadError::NotFound) => return Ok(None),
@@ -178,12 +193,7 @@ pub fn load(dir: &SkillDir) -> Result<Option<Manifest>, Vec<Problem>> {
             format!("{msg}; see docs/skillbox-yaml.md for the schema"),
         )]
     })?;
-    let problems = check(&manifest, &text, dir);
-    if problems.is_empty() {
-        Ok(Some(manifest))
-    } else {
-        Err(problems)
-    }
+    Ok(Some((manifest, text)))
 }
 
 /// Limits that cannot be meant: zero, or (memory) beyond what the host can

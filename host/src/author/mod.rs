@@ -1,0 +1,13 @@
+//! For skill authors: start a skill with a tool in one command, and build
+//! its tools into the places its manifest names.
+//!
+//! ```text
+//! new_skill  ──> SKILL.md + skillbox.yaml + tool/ (a Rust crate, its WIT world)
+//! build      ──> cargo build --target wasm32-wasip2 ──> tools/<name>.wasm
+//! ```
+
+mod build;
+mod scaffold;
+
+pub use build::{BuildError, Built, TOOL_CRATE, build};
+pub use scaffold::{NewSkill, ScaffoldError, new_skill};

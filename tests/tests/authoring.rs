@@ -1,0 +1,113 @@
+//! A newcomer's path, as the README and docs/authoring.md tell it:
+//! `skillbox new skill NAME --tool rust`, `skillbox build`, `skills check`,
+//! and the new tool answering over MCP.
+
+use serde_json::json;
+use skillbox_e2e::mcp::{call, connect_stdio, text};
+use skillbox_e2e::{Run, repo, skillbox};
+
+#[tokio::test]
+async fn a_new_skill_builds_checks_and_answers_over_mcp() {
+    let parent = tempfile::tempdir().unwrap();
+    let created: Run = skillbox()
+        .args(["new", "skill", "hello-kit", "--tool", "rust", "--dir"])
+        .arg(parent.path())
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(created.code, 0, "{created:?}");
+    assert!(created.stdout.contains("skillbox build"), "{created:?}");
+    let skill = parent.path().join("hello-kit");
+
+    // Before the build the manifest names a component that is not there.
+    let early: Run = skillbox()
+        .args(["skills", "check"])
+        .arg(&skill)
+        .output()
+        .unwrap()
+        .into();
+    assert_ne!(early.code, 0, "a missing component is reported: {early:?}");
+
+    // The guests' target folder holds wit-bindgen already built with the
+    // same profile, so the test does not compile it again.
+    let built: Run = skillbox()
+        .arg("build")
+        .arg(&skill)
+        .env("CARGO_TARGET_DIR", repo().join("guest-tools/target"))
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(built.code, 0, "{built:?}");
+    assert!(built.stdout.contains("tools/hello-kit.wasm"), "{built:?}");
+
+    // As a newcomer types it: a relative path, and the folder itself.
+    for (cwd, path) in [(parent.path(), "hello-kit"), (skill.as_path(), ".")] {
+        let checked: Run = skillbox()
+            .args(["skills", "check", path])
+            .current_dir(cwd)
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(checked.code, 0, "skills check {path}: {checked:?}");
+    }
+
+    let skills = parent.path().to_str().unwrap();
+    let (client, _) = connect_stdio(&["--no-audit", "--tools", "all", "--skills", skills]).await;
+    let hello = call(&client, "hello-kit__greet", json!({"name": "Ada"})).await;
+    assert_ne!(hello.is_error, Some(true), "{hello:?}");
+    assert!(text(&hello).contains("Hello, Ada!"), "{hello:?}");
+    let refused = call(&client, "hello-kit__greet", json!({"name": " "})).await;
+    assert_eq!(refused.is_error, Some(true), "{refused:?}");
+    assert!(text(&refused).contains("give a name"), "{refused:?}");
+    client.cancel().await.unwrap();
+}
+
+#[test]
+fn new_refuses_a_bad_name_and_an_existing_folder() {
+    let parent = tempfile::tempdir().unwrap();
+    let new = |name: &str| -> Run {
+        skillbox()
+            .args(["new", "skill", name, "--dir"])
+            .arg(parent.path())
+            .output()
+            .unwrap()
+            .into()
+    };
+    let bad = new("Hello_Kit");
+    assert_eq!(bad.code, 2, "{bad:?}");
+    assert!(bad.stderr.contains("not a valid skill name"), "{bad:?}");
+    assert_eq!(new("plain").code, 0);
+    let again = new("plain");
+    assert_eq!(again.code, 2, "{again:?}");
+    assert!(again.stderr.contains("already exists"), "{again:?}");
+    let check: Run = skillbox()
+        .args(["skills", "check"])
+        .arg(parent.path().join("plain"))
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(
+        check.code, 0,
+        "an instruction-only skill checks clean: {check:?}"
+    );
+}
+
+#[test]
+fn build_says_what_is_missing() {
+    let parent = tempfile::tempdir().unwrap();
+    let created: Run = skillbox()
+        .args(["new", "skill", "no-tool", "--dir"])
+        .arg(parent.path())
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(created.code, 0);
+    let built: Run = skillbox()
+        .arg("build")
+        .arg(parent.path().join("no-tool"))
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(built.code, 1, "{built:?}");
+    assert!(built.stderr.contains("nothing to build"), "{built:?}");
+}
