@@ -5,7 +5,6 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
-use sha2::{Digest, Sha256};
 
 use super::conversation::{Message, ToolCall, ToolDef, trim};
 use super::provider::{ModelRequest, Provider, Usage};
@@ -512,8 +511,7 @@ fn sorted(value: &Value) -> Value {
 /// give the same key, so a retry is recognised.
 pub fn idempotency_key(name: &str, arguments: &Map<String, Value>) -> String {
     let canonical = sorted(&Value::Object(arguments.clone())).to_string();
-    let hash = Sha256::digest(format!("{name}\u{0}{canonical}").as_bytes());
-    hash.iter().map(|b| format!("{b:02x}")).collect()
+    crate::sandbox::sha256_hex(format!("{name}\u{0}{canonical}").as_bytes())
 }
 
 /// Tokens of a conversation, as o200k_base counts them.

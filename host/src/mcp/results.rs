@@ -49,8 +49,8 @@ pub fn cut_head_tail(text: &str, budget: usize, paging_hint: Option<&str>) -> (S
         return (text.to_string(), false);
     }
     let half = budget / 2;
-    let head_end = floor_char_boundary(text, half);
-    let tail_start = ceil_char_boundary(text, text.len() - half);
+    let head_end = text.floor_char_boundary(half);
+    let tail_start = text.ceil_char_boundary(text.len() - half);
     let omitted = tail_start - head_end;
     let hint = paging_hint.map_or_else(
         || "call again asking for less (a narrower range, a filter, fewer results)".to_string(),
@@ -65,20 +65,6 @@ pub fn cut_head_tail(text: &str, budget: usize, paging_hint: Option<&str>) -> (S
         ),
         true,
     )
-}
-
-fn floor_char_boundary(s: &str, mut i: usize) -> usize {
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-fn ceil_char_boundary(s: &str, mut i: usize) -> usize {
-    while !s.is_char_boundary(i) {
-        i += 1;
-    }
-    i
 }
 
 #[cfg(test)]

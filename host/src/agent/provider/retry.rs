@@ -50,32 +50,10 @@ fn retry_after(response: &Response) -> Option<Duration> {
     if let Ok(secs) = value.trim().parse::<u64>() {
         return Some(Duration::from_secs(secs));
     }
-    let when = httpdate_parse(value)?;
+    let when = httpdate::parse_http_date(value.trim()).ok()?;
     when.duration_since(SystemTime::now())
         .ok()
         .or(Some(Duration::ZERO))
-}
-
-/// Parses an IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`).
-fn httpdate_parse(text: &str) -> Option<SystemTime> {
-    let parts: Vec<&str> = text.split_whitespace().collect();
-    let [_, day, month, year, clock, "GMT"] = parts.as_slice() else {
-        return None;
-    };
-    let months = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let m = months.iter().position(|x| x == month)? as i64 + 1;
-    let (d, y): (i64, i64) = (day.parse().ok()?, year.parse().ok()?);
-    let mut hms = clock.split(':').map(|p| p.parse::<i64>().ok());
-    let (h, mi, s) = (hms.next()??, hms.next()??, hms.next()??);
-    let (yy, mm) = if m <= 2 { (y - 1, m + 9) } else { (y, m - 3) };
-    let era = yy.div_euclid(400);
-    let yoe = yy - era * 400;
-    let doy = (153 * mm + 2) / 5 + d - 1;
-    let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
-    let secs = days * 86_400 + h * 3600 + mi * 60 + s;
-    Some(SystemTime::UNIX_EPOCH + Duration::from_secs(u64::try_from(secs).ok()?))
 }
 
 /// Sends the request built by `build`, retrying transient failures, and
@@ -143,12 +121,12 @@ mod tests {
 
     #[test]
     fn parses_http_dates() {
-        let t = httpdate_parse("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
+        let t = httpdate::parse_http_date("Sun, 06 Nov 1994 08:49:37 GMT").unwrap();
         assert_eq!(
             t.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs(),
             784_111_777
         );
-        assert!(httpdate_parse("soon").is_none());
+        assert!(httpdate::parse_http_date("soon").is_err());
     }
 
     #[test]
