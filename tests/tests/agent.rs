@@ -482,6 +482,33 @@ fn external_mcp_servers_join_with_prefixed_names() {
     );
 }
 
+/// A configured server that does not answer is a runtime failure (exit 1,
+/// the server named), not a usage error: the command line was right.
+#[test]
+fn an_external_server_that_is_down_fails_the_run_with_exit_1() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let config = tempfile::NamedTempFile::new().unwrap();
+    let spec = json!({"mcpServers": {"down": {"url": format!("http://127.0.0.1:{port}/mcp")}}});
+    std::fs::write(config.path(), spec.to_string()).unwrap();
+    let model = FakeModel::start(vec![openai_answer("never asked", (1, 1))]);
+    let (mut cmd, _state) = command(
+        Some(&model),
+        &["x", "--mcp-config", config.path().to_str().unwrap()],
+    );
+    let run: Run = cmd.output().unwrap().into();
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("MCP server `down`") && run.stderr.contains("handshake failed"),
+        "{}",
+        run.stderr
+    );
+    assert!(model.requests().is_empty(), "the model was never called");
+}
+
 #[test]
 fn trimming_keeps_the_task_constraint() {
     let task = "Count the ERROR lines in logs/app.log. CONSTRAINT: reply in exactly one sentence.";

@@ -191,7 +191,7 @@ impl<'a> AgentLoop<'a> {
             }
             let tools = match self.hub.list().await {
                 Ok(t) => t,
-                Err(e) => break Stop::Stuck(e),
+                Err(e) => break Stop::Stuck(e.to_string()),
             };
             let defs: Vec<ToolDef> = tools.values().map(|t| t.def.clone()).collect();
             self.trim_context(&defs);

@@ -63,6 +63,17 @@ pub struct CallResult {
     pub is_error: bool,
 }
 
+/// Why the agent's tools are not available. A fault in the run's own
+/// configuration is the user's to fix (exit 2); a server that fails while
+/// running is a runtime failure (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum HubError {
+    #[error("{0}")]
+    Config(String),
+    #[error("{0}")]
+    Server(String),
+}
+
 pub struct ToolHub {
     connections: Vec<Connection>,
     /// Answers the servers' confirmation questions.
@@ -76,18 +87,17 @@ impl ToolHub {
         host: Arc<Server>,
         config: Option<&McpConfig>,
         client: AgentClient,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, HubError> {
         let (client_io, server_io) = tokio::io::duplex(1 << 20);
         tokio::spawn(async move {
             if let Ok(server) = Session::new(host).serve(server_io).await {
                 let _ = server.waiting().await;
             }
         });
-        let own = client
-            .clone()
-            .serve(client_io)
-            .await
-            .map_err(|e| format!("cannot start skillbox's MCP server: {e}"))?;
+        let own =
+            client.clone().serve(client_io).await.map_err(|e| {
+                HubError::Server(format!("cannot start skillbox's MCP server: {e}"))
+            })?;
         let mut connections = vec![Connection {
             prefix: None,
             client: own,
@@ -110,7 +120,10 @@ impl ToolHub {
                         .stderr(std::process::Stdio::null())
                         .spawn()
                         .map_err(|e| {
-                            format!("MCP server `{name}`: cannot start `{command}` ({e})")
+                            HubError::Config(format!(
+                                "MCP server `{name}`: cannot start `{command}` ({e}); check \
+                                 `command` in --mcp-config"
+                            ))
                         })?;
                     client.clone().serve(transport).await
                 }
@@ -121,7 +134,9 @@ impl ToolHub {
                         .await
                 }
             }
-            .map_err(|e| format!("MCP server `{name}`: the handshake failed ({e})"))?;
+            .map_err(|e| {
+                HubError::Server(format!("MCP server `{name}`: the handshake failed ({e})"))
+            })?;
             connections.push(Connection {
                 prefix: Some(name.clone()),
                 client,
@@ -141,7 +156,7 @@ impl ToolHub {
 
     /// Tells skillbox's own server that the user invoked `skill`, the way
     /// an MCP client does: by fetching the skill's prompt.
-    pub async fn invoke_skill(&self, skill: &str) -> Result<(), String> {
+    pub async fn invoke_skill(&self, skill: &str) -> Result<(), HubError> {
         let mut params = rmcp::model::GetPromptRequestParams::new(skill);
         params.arguments = None;
         self.connections[0]
@@ -150,12 +165,12 @@ impl ToolHub {
             .get_prompt(params)
             .await
             .map(|_| ())
-            .map_err(|e| format!("cannot invoke skill `{skill}`: {e}"))
+            .map_err(|e| HubError::Server(format!("cannot invoke skill `{skill}`: {e}")))
     }
 
     /// Every tool now, by model-facing name. Two tools with one name are
     /// refused: the model could not tell them apart.
-    pub async fn list(&self) -> Result<BTreeMap<String, HubTool>, String> {
+    pub async fn list(&self) -> Result<BTreeMap<String, HubTool>, HubError> {
         let mut out: BTreeMap<String, HubTool> = BTreeMap::new();
         for (server, connection) in self.connections.iter().enumerate() {
             let tools = connection
@@ -163,16 +178,21 @@ impl ToolHub {
                 .peer()
                 .list_all_tools()
                 .await
-                .map_err(|e| format!("cannot list the tools of {}: {e}", describe(connection)))?;
+                .map_err(|e| {
+                    HubError::Server(format!(
+                        "cannot list the tools of {}: {e}",
+                        describe(connection)
+                    ))
+                })?;
             for tool in tools {
                 let hub_tool = to_hub_tool(&tool, server, connection.prefix.as_deref());
                 if let Some(existing) = out.get(&hub_tool.def.name) {
-                    return Err(format!(
+                    return Err(HubError::Config(format!(
                         "two tools are named `{}` (from {} and {}); rename the server in --mcp-config",
                         hub_tool.def.name,
                         describe(&self.connections[existing.server]),
                         describe(connection)
-                    ));
+                    )));
                 }
                 out.insert(hub_tool.def.name.clone(), hub_tool);
             }

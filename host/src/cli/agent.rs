@@ -155,15 +155,15 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
             AgentClient::new(Approver::for_run(args.yes)),
         )
         .await
-        .map_err(CliError::Usage)?;
+        .map_err(hub_error)?;
         // The user invoked this skill: say so to the session (as a client
         // does by fetching the skill's prompt), so that a skill the model
         // may not pick on its own can still run its tools in this run.
         if let Some(name) = &invoked {
-            hub.invoke_skill(name).await.map_err(CliError::Usage)?;
+            hub.invoke_skill(name).await.map_err(hub_error)?;
         }
         // Listing once up front refuses name clashes before any model call.
-        let tools = hub.list().await.map_err(CliError::Usage)?;
+        let tools = hub.list().await.map_err(hub_error)?;
         if let (Some(name), Some(load)) = (&invoked, tools.get(crate::mcp::host_tools::LOAD_SKILL))
         {
             let mut args = Map::new();
@@ -244,4 +244,13 @@ fn explicit_invocation(
     )
     .map_err(|e| CliError::Usage(e.to_string()))?;
     Ok((prompt, Some(skill.name().to_string())))
+}
+
+/// A configuration fault is a usage error (exit 2); a server failing while
+/// it runs is not (exit 1).
+fn hub_error(e: crate::agent::tools::HubError) -> CliError {
+    match e {
+        crate::agent::tools::HubError::Config(why) => CliError::Usage(why),
+        server => CliError::Other(server.into()),
+    }
 }
