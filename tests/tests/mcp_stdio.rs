@@ -214,7 +214,11 @@ async fn large_results_are_cut_head_and_tail_with_a_note() {
         shown.contains("bytes omitted: the full result is"),
         "{shown}"
     );
-    assert!(shown.contains("max-matches"), "{shown}");
+    // The manifest's `paging:` hint for grep, quoted in the cut note.
+    assert!(
+        shown.contains("call again with a narrower `pattern` or a smaller `max-matches`"),
+        "{shown}"
+    );
     assert!(shown.trim_end().ends_with('}'), "the tail is kept");
     assert!(result.structured_content.is_none());
     client.cancel().await.unwrap();

@@ -293,7 +293,7 @@ impl Session {
                         ));
                     }
                 };
-                let hint = reply.tool.as_ref().and_then(paging_hint);
+                let hint = reply.tool.as_ref().and_then(|t| t.paging.as_deref());
                 let mut result = results::success(value, self.server.options.output_budget, hint);
                 if !reply.warnings.is_empty() {
                     result.content.push(rmcp::model::ContentBlock::text(format!(
@@ -331,29 +331,6 @@ impl Session {
             }
         }
     }
-}
-
-/// The parameters a tool offers for asking for a different part.
-fn paging_hint(tool: &crate::skill::SkillTool) -> Option<&'static str> {
-    let props = tool.input_schema.get("properties")?.as_object()?;
-    [
-        ("start", "a later `start` or a smaller `count`"),
-        (
-            "max-matches",
-            "a narrower `pattern` or a smaller `max-matches`",
-        ),
-        (
-            "max-results",
-            "a narrower `filter` or a smaller `max-results`",
-        ),
-        (
-            "max-entries",
-            "a narrower `glob` or a smaller `max-entries`",
-        ),
-    ]
-    .into_iter()
-    .find(|(param, _)| props.contains_key(*param))
-    .map(|(_, hint)| hint)
 }
 
 fn unknown_tool(name: &str, why: &str, listed: &[rmcp::model::Tool]) -> McpError {

@@ -54,6 +54,11 @@ pub struct ToolSpec {
     /// Per-parameter descriptions, by parameter name.
     #[serde(default)]
     pub params: BTreeMap<String, String>,
+    /// How to ask for less when a result is cut to the output budget, in
+    /// the tool's own arguments ("a later `start` or a smaller `count`");
+    /// the cut note quotes it.
+    #[serde(default)]
+    pub paging: Option<String>,
 }
 
 /// The side-effect class of a tool.

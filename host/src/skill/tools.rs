@@ -28,6 +28,8 @@ pub struct SkillTool {
     pub effect: Effect,
     pub input_schema: Value,
     pub output_schema: Option<Value>,
+    /// The manifest's hint for asking for less (`paging:`).
+    pub paging: Option<String>,
     pub component: Arc<LoadedComponent>,
 }
 
@@ -207,6 +209,7 @@ fn tools_of(
             effect: spec.map_or(Effect::Write, |s| s.effect),
             input_schema,
             output_schema: function.result.as_ref().map(output_schema),
+            paging: spec.and_then(|s| s.paging.clone()),
             component: component.clone(),
         });
     }
