@@ -1,6 +1,6 @@
 //! `skills list`, `skills check` and `skills tokens`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Subcommand;
@@ -9,10 +9,8 @@ use serde_json::{Value, json};
 use super::flags::SourceFlags;
 use super::{CliError, print_json};
 use crate::sandbox::Sandbox;
-use crate::skill::diagnostic::{Diagnostic, has_errors};
-use crate::skill::frontmatter::Strictness;
-use crate::skill::source::{Source, SourceKind};
-use crate::skill::{Catalog, Skill, discover, model, tokens, tools};
+use crate::skill::diagnostic::has_errors;
+use crate::skill::{Catalog, Skill, check, tokens, tools};
 
 #[derive(Subcommand, Debug)]
 pub enum SkillsCommand {
@@ -167,102 +165,13 @@ fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
     }
 }
 
-/// Every skill folder named by `paths`: a folder with SKILL.md is one
-/// skill; any other folder is searched for skills.
-fn skill_folders(paths: &[PathBuf]) -> Result<(Vec<PathBuf>, Vec<Diagnostic>), CliError> {
-    let mut folders = Vec::new();
-    let mut diags = Vec::new();
-    for path in paths {
-        if !path.is_dir() {
-            return Err(CliError::Usage(format!("{}: not a folder", path.display())));
-        }
-        // `.` or `..` names no folder by itself; the skill's name is
-        // compared with the folder's.
-        let resolved;
-        let path = if path.file_name().is_none() {
-            resolved = path.canonicalize().unwrap_or_else(|_| path.clone());
-            &resolved
-        } else {
-            path
-        };
-        if path.join("SKILL.md").is_file() {
-            folders.push(path.clone());
-        } else {
-            let (found, d) = discover::skill_dirs(path, &discover::Limits::default());
-            if found.is_empty() {
-                diags.push(Diagnostic::error(
-                    path,
-                    "skill-missing",
-                    "no SKILL.md here or in its subfolders",
-                ));
-            }
-            folders.extend(found);
-            diags.extend(d);
-        }
-    }
-    Ok((folders, diags))
-}
-
-/// Checks one folder fully: the frontmatter and manifest rules, then the
-/// manifest against the components' own types, then token budgets.
-pub fn check_folder(dir: &Path, sandbox: &Sandbox) -> Vec<Diagnostic> {
-    // `skills check demo` or `skills check .`: the parent of a relative
-    // path can be empty, which names no folder.
-    let root = std::path::absolute(dir)
-        .ok()
-        .and_then(|d| d.parent().map(Path::to_path_buf))
-        .unwrap_or_else(|| dir.to_path_buf());
-    let source = Source {
-        kind: SourceKind::Explicit,
-        root,
-        trusted: true,
-    };
-    let (skill, mut diags) = model::load(dir, &source, Strictness::Strict);
-    if let Some(skill) = skill {
-        diags.extend(tools::resolve(&skill, sandbox).diagnostics);
-        if let Some(manifest) = &skill.manifest {
-            let mut limits = crate::sandbox::Limits::default();
-            let ceilings = crate::skill::policy::Ceilings::default();
-            for clamped in
-                crate::skill::policy::apply_requests(&mut limits, &manifest.limits, &ceilings)
-            {
-                diags.push(Diagnostic::warning(
-                    dir.join(crate::skill::manifest::MANIFEST_FILE),
-                    "manifest-limit",
-                    format!("the skill {clamped}"),
-                ));
-            }
-        }
-        let skill_md = dir.join(model::SKILL_FILE);
-        let body_tokens = tokens::count(&skill.body);
-        if body_tokens > tokens::BODY_TOKEN_WARNING {
-            diags.push(
-                Diagnostic::warning(&skill_md, "body-tokens", format!(
-                    "the body is {body_tokens} tokens (over {}); move detail into references/ so activation stays cheap",
-                    tokens::BODY_TOKEN_WARNING
-                ))
-                .at_line(Some(skill.body_line)),
-            );
-        }
-        if let Some(problem) = tokens::description_problem(&skill.meta.description) {
-            diags.push(Diagnostic::warning(
-                &skill_md,
-                "description-quality",
-                problem,
-            ));
-        }
-    }
-    diags.sort();
-    diags.dedup();
-    diags
-}
-
 fn check(paths: &[PathBuf], as_json: bool) -> Result<ExitCode, CliError> {
-    let (folders, mut all) = skill_folders(paths)?;
+    let (folders, mut all) =
+        check::skill_folders(paths).map_err(|e| CliError::Usage(e.to_string()))?;
     let sandbox = Sandbox::new()?;
     let mut results = Vec::new();
     for dir in &folders {
-        let diags = check_folder(dir, &sandbox);
+        let diags = check::check_folder(dir, &sandbox);
         results.push((dir.clone(), !has_errors(&diags)));
         all.extend(diags);
     }

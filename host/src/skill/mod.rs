@@ -8,6 +8,7 @@
 //! ```
 
 pub mod catalog;
+pub mod check;
 pub mod diagnostic;
 pub mod discover;
 pub mod files;
