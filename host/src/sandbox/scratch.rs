@@ -9,8 +9,8 @@
 //!
 //! "Exactly as it went in" is decided by the kernel, not by the guest's
 //! account of what it did: the folder must still be empty, and its access,
-//! modification and change times must be the ones recorded when it was
-//! handed out. Creating, renaming or deleting an entry moves the last two,
+//! modification and change times must be the ones it was made with (a
+//! reused folder is by that rule unchanged since). Creating, renaming or deleting an entry moves the last two,
 //! and setting the folder's own times moves the change time, so a guest
 //! cannot pass a file or a timestamp to the next holder. The host's own
 //! look inside opens the folder with `O_NOATIME`, so it moves nothing.
@@ -39,7 +39,7 @@ struct Scratch {
     _dir: TempDir,
     pinned: PinnedDir,
     /// Its access, modification and change times when it was made.
-    handed_out: [Timespec; 3],
+    made: [Timespec; 3],
 }
 
 fn times(dir: &impl AsFd) -> std::io::Result<[Timespec; 3]> {
@@ -61,11 +61,11 @@ impl Scratch {
             .prefix("skillbox-call-")
             .tempdir()?;
         let pinned = PinnedDir::open(dir.path())?;
-        let handed_out = times(pinned.dir())?;
+        let made = times(pinned.dir())?;
         Ok(Scratch {
             _dir: dir,
             pinned,
-            handed_out,
+            made,
         })
     }
 
@@ -78,7 +78,7 @@ impl Scratch {
         let mut entries = rustix::fs::Dir::new(fd)?;
         let empty = entries
             .all(|entry| entry.is_ok_and(|e| matches!(e.file_name().to_bytes(), b"." | b"..")));
-        Ok(empty && times_now == self.handed_out)
+        Ok(empty && times_now == self.made)
     }
 }
 
