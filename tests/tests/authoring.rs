@@ -111,3 +111,61 @@ fn build_says_what_is_missing() {
     assert_eq!(built.code, 1, "{built:?}");
     assert!(built.stderr.contains("nothing to build"), "{built:?}");
 }
+
+/// A skill folder from someone else: its manifest or a symlink in it
+/// points outside the folder. `skillbox build` writes nothing there.
+#[test]
+fn build_writes_only_inside_the_skill_folder() {
+    let parent = tempfile::tempdir().unwrap();
+    let created: Run = skillbox()
+        .args(["new", "skill", "escape-kit", "--tool", "rust", "--dir"])
+        .arg(parent.path())
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(created.code, 0, "{created:?}");
+    let skill = parent.path().join("escape-kit");
+    let outside = parent.path().join("outside");
+    std::fs::create_dir(&outside).unwrap();
+    let build = || -> Run {
+        skillbox()
+            .arg("build")
+            .arg(&skill)
+            .env("CARGO_TARGET_DIR", repo().join("guest-tools/target"))
+            .output()
+            .unwrap()
+            .into()
+    };
+
+    let manifest = skill.join("skillbox.yaml");
+    let original = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(
+        &manifest,
+        original.replace("tools/escape-kit.wasm", "../outside/escape-kit.wasm"),
+    )
+    .unwrap();
+    let dotdot = build();
+    assert_eq!(dotdot.code, 1, "{dotdot:?}");
+    assert!(
+        dotdot
+            .stderr
+            .contains("must be a path inside the skill folder"),
+        "{dotdot:?}"
+    );
+
+    std::fs::write(&manifest, original).unwrap();
+    std::os::unix::fs::symlink(&outside, skill.join("tools")).unwrap();
+    let linked = build();
+    assert_eq!(linked.code, 1, "{linked:?}");
+    assert!(
+        linked
+            .stderr
+            .contains("cannot write `tools/escape-kit.wasm`"),
+        "{linked:?}"
+    );
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        0,
+        "nothing was written outside the skill folder"
+    );
+}

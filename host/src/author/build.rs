@@ -10,7 +10,7 @@ use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::skill::files::SkillDir;
+use crate::skill::files::{SkillDir, checked_relative};
 use crate::skill::manifest;
 
 /// The crate `skillbox build` compiles, relative to the skill folder.
@@ -100,7 +100,16 @@ fn manifest_components(skill_dir: &Path) -> Result<Vec<String>, BuildError> {
     let dir = SkillDir::open(skill_dir)
         .map_err(|_| BuildError::Manifest("the skill folder cannot be opened".into()))?;
     match manifest::parse(&dir) {
-        Ok(Some((m, _))) => Ok(m.component_paths().map(str::to_string).collect()),
+        Ok(Some((m, _))) => m
+            .component_paths()
+            .map(|path| match checked_relative(path) {
+                Ok(_) => Ok(path.to_string()),
+                Err(_) => Err(BuildError::Manifest(format!(
+                    "component `{path}` must be a path inside the skill folder (no `..`, not \
+                     absolute); nothing was built"
+                ))),
+            })
+            .collect(),
         Ok(None) => Err(BuildError::Manifest(
             "there is none; list the tool's component under `tools:` (docs/skillbox-yaml.md)"
                 .into(),
@@ -170,16 +179,21 @@ fn place(skill_dir: &Path, artifact: &Path, components: &[String]) -> Result<Bui
         component: component.clone(),
         reason: crate::sandbox::io_reason(&e),
     };
-    let dest = skill_dir.join(component);
-    let folder = dest.parent().unwrap_or(skill_dir);
-    std::fs::create_dir_all(folder).map_err(failed)?;
+    // Through a handle on the skill folder: a path or a symlink in the
+    // skill that leads out of it is refused, never written through.
+    let dir = cap_std::fs::Dir::open_ambient_dir(skill_dir, cap_std::ambient_authority())
+        .map_err(failed)?;
+    let dest = Path::new(component.as_str());
+    if let Some(folder) = dest.parent().filter(|f| !f.as_os_str().is_empty()) {
+        dir.create_dir_all(folder).map_err(failed)?;
+    }
     // Written beside and renamed, so a server never loads half a file.
-    let tmp = tempfile::NamedTempFile::new_in(folder).map_err(failed)?;
-    std::fs::copy(artifact, tmp.path()).map_err(failed)?;
-    tmp.persist(&dest).map_err(|e| failed(e.error))?;
-    let bytes = std::fs::metadata(&dest).map_err(failed)?.len();
+    let code = std::fs::read(artifact).map_err(failed)?;
+    let tmp = dest.with_extension("wasm.building");
+    dir.write(&tmp, &code).map_err(failed)?;
+    dir.rename(&tmp, &dir, dest).map_err(failed)?;
     Ok(Built {
         component: component.clone(),
-        bytes,
+        bytes: code.len() as u64,
     })
 }
