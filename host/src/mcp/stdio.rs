@@ -313,7 +313,7 @@ fn parse(text: &[u8]) -> Option<Inbound> {
         -32600,
         id.cloned(),
         format!(
-            "Invalid Request: the line is JSON but not a JSON-RPC 2.0 message this server accepts ({shape_error})"
+            "Invalid Request: the line is JSON but not a JSON-RPC 2.0 message this server accepts ({shape_error}); send {{\"jsonrpc\": \"2.0\", \"id\": 1, \"method\": \"tools/list\", \"params\": {{}}}} and the like, one per line"
         ),
     ))
 }
