@@ -9,15 +9,15 @@
 //! - [`net`]: where secrets may travel (https, or this machine).
 //! - [`agent`]: the agent loop over MCP tools and model providers.
 //! - [`author`]: scaffolding a new skill and building its tool.
-//! - [`cli`]: the `skillbox` command line.
 
+#[cfg(feature = "agent")]
 pub mod agent;
 pub mod author;
-pub mod bench;
 pub mod call;
-pub mod cli;
 pub mod dirs;
+#[cfg(feature = "mcp")]
 pub mod mcp;
+#[cfg(any(feature = "http", feature = "agent"))]
 pub mod net;
 pub mod sandbox;
 pub mod schema;

@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::sandbox::SideEffect;
 
 /// Which calls need the user's confirmation before they run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ConfirmPolicy {
     /// Tools declared `destructive`.
     #[default]
@@ -27,6 +27,10 @@ pub enum ConfirmPolicy {
 }
 
 impl ConfirmPolicy {
+    /// Every policy's name, as [`ConfirmPolicy::as_str`] spells it.
+    pub const NAMES: &'static [&'static str] = &["destructive", "write", "never"];
+
+    /// Whether a call of this class needs the user's confirmation.
     pub fn needs(self, class: SideEffect) -> bool {
         match self {
             ConfirmPolicy::Never => false,
@@ -35,11 +39,28 @@ impl ConfirmPolicy {
         }
     }
 
+    /// The policy's name, as the `--confirm` flag takes it.
     pub fn as_str(self) -> &'static str {
         match self {
             ConfirmPolicy::Destructive => "destructive",
             ConfirmPolicy::Write => "write",
             ConfirmPolicy::Never => "never",
+        }
+    }
+}
+
+impl std::str::FromStr for ConfirmPolicy {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, String> {
+        match name {
+            "destructive" => Ok(ConfirmPolicy::Destructive),
+            "write" => Ok(ConfirmPolicy::Write),
+            "never" => Ok(ConfirmPolicy::Never),
+            _ => Err(format!(
+                "unknown confirmation policy `{name}`; use one of: {}",
+                Self::NAMES.join(", ")
+            )),
         }
     }
 }

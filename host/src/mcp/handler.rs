@@ -66,6 +66,7 @@ fn stateless(context: &RequestContext<RoleServer>) -> bool {
 /// Who is calling, for the per-client share of call slots: the subject of
 /// a verified OAuth token, else the client's network address. Over stdio
 /// there is one client and no share.
+#[cfg(feature = "http")]
 fn principal(context: &RequestContext<RoleServer>) -> Option<String> {
     let parts = context.extensions.get::<http::request::Parts>()?;
     if let Some(subject) = parts.extensions.get::<super::oauth::Subject>() {
@@ -75,6 +76,12 @@ fn principal(context: &RequestContext<RoleServer>) -> Option<String> {
         .extensions
         .get::<axum::extract::ConnectInfo<super::http_guard::ClientAddr>>()
         .map(|info| format!("ip:{}", info.0.0.ip()))
+}
+
+/// Without the HTTP transport every client is a byte stream's one client.
+#[cfg(not(feature = "http"))]
+fn principal(_context: &RequestContext<RoleServer>) -> Option<String> {
+    None
 }
 
 /// Severity rank of a logging level, lowest first.

@@ -14,8 +14,11 @@ mod calls;
 pub mod confirm;
 pub mod handler;
 pub mod host_tools;
+#[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "http")]
 pub mod http_guard;
+#[cfg(feature = "http")]
 pub mod oauth;
 pub mod prompts;
 pub mod reload;

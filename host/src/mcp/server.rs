@@ -11,7 +11,7 @@ use super::tasks::Tasks;
 use crate::call::Host;
 
 /// Whether skill tools are listed up front or after `load_skill`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum ToolsMode {
     /// List a skill's tools once `load_skill` activates it, then send
     /// `notifications/tools/list_changed`. A skill's tools run only after
@@ -21,6 +21,23 @@ pub enum ToolsMode {
     /// List every skill's tools from the start, for clients without
     /// `listChanged`.
     All,
+}
+
+impl ToolsMode {
+    /// Every mode's name, as the `--tools` flag takes it.
+    pub const NAMES: &'static [&'static str] = &["lazy", "all"];
+}
+
+impl std::str::FromStr for ToolsMode {
+    type Err = String;
+
+    fn from_str(name: &str) -> Result<Self, String> {
+        match name {
+            "lazy" => Ok(ToolsMode::Lazy),
+            "all" => Ok(ToolsMode::All),
+            _ => Err(format!("unknown tools mode `{name}`; use lazy or all")),
+        }
+    }
 }
 
 /// How `serve` was configured, beyond the host.

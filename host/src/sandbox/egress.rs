@@ -261,6 +261,18 @@ impl Egress {
                 HttpError::HttpRequestDenied,
             );
         };
+        if tls && !cfg!(feature = "tls") {
+            return refuse(
+                &mut log,
+                "no-tls",
+                format!(
+                    "https://{host}:{port} cannot be reached: this build of skillbox has no TLS \
+                     (it was built without the `tls` feature). Rebuild it with that feature, or \
+                     use plain http to a host where that is safe"
+                ),
+                HttpError::HttpRequestDenied,
+            );
+        }
         Ok(Admitted {
             host,
             port,
@@ -417,6 +429,7 @@ async fn fetch(
     Ok((response, Box::new(async { Ok(()) })))
 }
 
+#[cfg(feature = "tls")]
 async fn tls_connect(
     host: &str,
     tcp: TcpStream,
@@ -440,6 +453,16 @@ async fn tls_connect(
         .await
         .map_err(|_| HttpError::ConnectionTimeout)?
         .map_err(HttpError::Tls)
+}
+
+/// Never reached: [`Egress::admit`] refuses https:// without the feature.
+#[cfg(not(feature = "tls"))]
+async fn tls_connect(
+    _host: &str,
+    _tcp: TcpStream,
+    _timeout: Duration,
+) -> Result<TcpStream, HttpError> {
+    Err(HttpError::HttpRequestDenied)
 }
 
 /// A response body that counts what it passes against the call's cap.

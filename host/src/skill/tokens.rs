@@ -1,8 +1,5 @@
-//! Token costs of skills, counted with a real tokenizer (o200k_base).
-
-use std::sync::OnceLock;
-
-use tiktoken_rs::CoreBPE;
+//! Token costs of skills, counted with a real tokenizer (o200k_base) when
+//! the `tokens` feature is on, else estimated.
 
 /// Bodies above this many tokens are flagged: they crowd the context
 /// window on every activation.
@@ -10,16 +7,26 @@ pub const BODY_TOKEN_WARNING: usize = 5000;
 /// Descriptions shorter than this rarely say when to use a skill.
 pub const MIN_DESCRIPTION_CHARS: usize = 40;
 
-fn bpe() -> &'static CoreBPE {
-    static BPE: OnceLock<CoreBPE> = OnceLock::new();
+#[cfg(feature = "tokens")]
+fn bpe() -> &'static tiktoken_rs::CoreBPE {
+    static BPE: std::sync::OnceLock<tiktoken_rs::CoreBPE> = std::sync::OnceLock::new();
     BPE.get_or_init(|| {
         tiktoken_rs::o200k_base().expect("the o200k_base tables ship with tiktoken-rs")
     })
 }
 
 /// Tokens in `text` under o200k_base.
+#[cfg(feature = "tokens")]
 pub fn count(text: &str) -> usize {
     bpe().encode_ordinary(text).len()
+}
+
+/// Tokens in `text`, estimated at four bytes each (rounded up): English
+/// prose under o200k_base averages a little over four, so budgets kept
+/// with the estimate stay within the real count's reach.
+#[cfg(not(feature = "tokens"))]
+pub fn count(text: &str) -> usize {
+    text.len().div_ceil(4)
 }
 
 /// Why a description may not help a model choose the skill, if it may not.

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use serde_json::Value;
 
-use crate::sandbox::SandboxError;
+use skillbox::sandbox::SandboxError;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -8,21 +8,22 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::{Map, Value, json};
 
-use super::flags::{SandboxFlags, SourceFlags};
+use super::flags::{SandboxFlags, SourceFlags, one_of};
 use super::{CliError, print_json, runtime};
-use crate::agent::approve::{AgentClient, Approver};
-use crate::agent::control::AgentLoop;
-use crate::agent::mcp_config::McpConfig;
-use crate::agent::provider::{Provider, RetryPolicy};
-use crate::agent::tools::ToolHub;
-use crate::agent::trace::Trace;
-use crate::agent::{LoopOptions, Stop, Timeouts};
-use crate::call::Host;
-use crate::call::audit::AuditLog;
-use crate::mcp::results::DEFAULT_OUTPUT_BUDGET;
-use crate::mcp::{ServeOptions, Server, ToolsMode};
-use crate::sandbox::Sandbox;
-use crate::skill::{Catalog, invoke, meta};
+use skillbox::agent::approve::{AgentClient, Approver};
+use skillbox::agent::control::AgentLoop;
+use skillbox::agent::mcp_config::McpConfig;
+use skillbox::agent::provider::{Provider, RetryPolicy};
+use skillbox::agent::tools::ToolHub;
+use skillbox::agent::trace::Trace;
+use skillbox::agent::{LoopOptions, Stop, Timeouts};
+use skillbox::call::ConfirmPolicy;
+use skillbox::call::Host;
+use skillbox::call::audit::AuditLog;
+use skillbox::mcp::results::DEFAULT_OUTPUT_BUDGET;
+use skillbox::mcp::{ServeOptions, Server, ToolsMode};
+use skillbox::sandbox::Sandbox;
+use skillbox::skill::{Catalog, invoke, meta};
 
 #[derive(Args, Debug)]
 #[command(
@@ -47,15 +48,15 @@ pub struct AgentArgs {
     sandbox: SandboxFlags,
     /// Which tool calls need the user's confirmation: destructive tools,
     /// write and destructive tools and scripts, or none.
-    #[arg(long, value_enum, default_value = "destructive")]
-    confirm: crate::call::ConfirmPolicy,
+    #[arg(long, value_parser = one_of::<ConfirmPolicy>(ConfirmPolicy::NAMES), default_value = "destructive")]
+    confirm: ConfirmPolicy,
     /// Approve every confirmation. Without it the agent asks on the
     /// terminal, and where there is none (CI) it refuses and stops (exit 7).
     #[arg(long)]
     yes: bool,
     /// Tokens the skill catalog in the system prompt may take; past it,
     /// the model searches with find_skills.
-    #[arg(long, value_name = "TOKENS", default_value_t = crate::skill::resident::DEFAULT_BUDGET_TOKENS)]
+    #[arg(long, value_name = "TOKENS", default_value_t = skillbox::skill::resident::DEFAULT_BUDGET_TOKENS)]
     catalog_budget: usize,
     /// External MCP servers, in the common {"mcpServers": …} form.
     #[arg(long, value_name = "FILE")]
@@ -120,9 +121,9 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         tools_mode: ToolsMode::Lazy,
         output_budget: DEFAULT_OUTPUT_BUDGET,
         reload_interval: None,
-        task_after: crate::mcp::tasks::DEFAULT_TASK_AFTER,
-        task_ttl: crate::mcp::tasks::DEFAULT_TASK_TTL,
-        max_tasks: crate::mcp::tasks::DEFAULT_MAX_TASKS,
+        task_after: skillbox::mcp::tasks::DEFAULT_TASK_AFTER,
+        task_ttl: skillbox::mcp::tasks::DEFAULT_TASK_TTL,
+        max_tasks: skillbox::mcp::tasks::DEFAULT_MAX_TASKS,
         catalog_budget: args.catalog_budget,
     };
     // The sandbox's own limit answers first, with the clearer message; the
@@ -164,7 +165,8 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         }
         // Listing once up front refuses name clashes before any model call.
         let tools = hub.list().await.map_err(hub_error)?;
-        if let (Some(name), Some(load)) = (&invoked, tools.get(crate::mcp::host_tools::LOAD_SKILL))
+        if let (Some(name), Some(load)) =
+            (&invoked, tools.get(skillbox::mcp::host_tools::LOAD_SKILL))
         {
             let mut args = Map::new();
             args.insert("name".into(), Value::from(name.as_str()));
@@ -240,7 +242,7 @@ fn explicit_invocation(
     let prompt = invoke::render(
         skill,
         request.arguments,
-        &crate::mcp::host_tools::skill_dir_uri(skill.name()),
+        &skillbox::mcp::host_tools::skill_dir_uri(skill.name()),
     )
     .map_err(|e| CliError::Usage(e.to_string()))?;
     Ok((prompt, Some(skill.name().to_string())))
@@ -248,9 +250,9 @@ fn explicit_invocation(
 
 /// A configuration fault is a usage error (exit 2); a server failing while
 /// it runs is not (exit 1).
-fn hub_error(e: crate::agent::tools::HubError) -> CliError {
+fn hub_error(e: skillbox::agent::tools::HubError) -> CliError {
     match e {
-        crate::agent::tools::HubError::Config(why) => CliError::Usage(why),
+        skillbox::agent::tools::HubError::Config(why) => CliError::Usage(why),
         server => CliError::Other(server.into()),
     }
 }

@@ -12,11 +12,11 @@ use std::sync::Arc;
 
 use tokio_util::sync::CancellationToken;
 
-use crate::call::audit::AuditLog;
-use crate::call::redact::Redactor;
-use crate::call::{CallError, Caller, Host, Outcome, Target};
-use crate::sandbox::{Sandbox, SideEffect};
-use crate::skill::tools::split_tool_name;
+use skillbox::call::audit::AuditLog;
+use skillbox::call::redact::Redactor;
+use skillbox::call::{CallError, Caller, Host, Outcome, Target};
+use skillbox::sandbox::{Sandbox, SideEffect};
+use skillbox::skill::tools::split_tool_name;
 
 #[derive(Args, Debug)]
 pub struct CallArgs {
@@ -172,7 +172,7 @@ pub fn inspect(path: &Path) -> Result<ExitCode, CliError> {
                 "interface": f.interface,
                 "function": f.function,
                 "inputSchema": f.input_schema(),
-                "outputSchema": f.result.as_ref().map(crate::schema::output_schema),
+                "outputSchema": f.result.as_ref().map(skillbox::schema::output_schema),
             })
         })
         .collect();

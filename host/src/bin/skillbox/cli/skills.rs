@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 
 use super::flags::SourceFlags;
 use super::{CliError, print_json};
-use crate::sandbox::Sandbox;
-use crate::skill::diagnostic::has_errors;
-use crate::skill::{Catalog, Skill, check, tokens, tools};
+use skillbox::sandbox::Sandbox;
+use skillbox::skill::diagnostic::has_errors;
+use skillbox::skill::{Catalog, Skill, check, tokens, tools};
 
 #[derive(Subcommand, Debug)]
 pub enum SkillsCommand {
@@ -40,7 +40,7 @@ pub enum SkillsCommand {
         #[command(flatten)]
         sources: SourceFlags,
         /// The resident catalog's budget, as for `serve --catalog-budget`.
-        #[arg(long, value_name = "TOKENS", default_value_t = crate::skill::resident::DEFAULT_BUDGET_TOKENS)]
+        #[arg(long, value_name = "TOKENS", default_value_t = skillbox::skill::resident::DEFAULT_BUDGET_TOKENS)]
         catalog_budget: usize,
         #[arg(long)]
         json: bool,
@@ -61,7 +61,7 @@ pub fn run(command: SkillsCommand) -> Result<ExitCode, CliError> {
 
 /// The catalog line a model sees for a skill before activating it.
 pub fn catalog_entry(skill: &Skill) -> String {
-    crate::skill::resident::line(skill, false)
+    skillbox::skill::resident::line(skill, false)
 }
 
 fn tool_count(skill: &Skill) -> String {
@@ -207,8 +207,8 @@ fn token_report(sources: &SourceFlags, budget: usize, as_json: bool) -> Result<E
     let mut per_skill = Vec::new();
     // What the server really sends: its host tools, and every skill tool
     // the model may use, serialized as in tools/list.
-    let host_tools = crate::mcp::host_tools::definitions(&catalog, false, budget);
-    let unbudgeted = crate::mcp::host_tools::definitions(&catalog, false, usize::MAX);
+    let host_tools = skillbox::mcp::host_tools::definitions(&catalog, false, budget);
+    let unbudgeted = skillbox::mcp::host_tools::definitions(&catalog, false, usize::MAX);
     let mut all_tools = host_tools.clone();
     for skill in catalog.skills() {
         let tier1 = if skill.model_invocable() {
@@ -229,7 +229,7 @@ fn token_report(sources: &SourceFlags, budget: usize, as_json: bool) -> Result<E
             all_tools.extend(
                 skill_tools
                     .iter()
-                    .map(crate::mcp::host_tools::skill_tool_definition),
+                    .map(skillbox::mcp::host_tools::skill_tool_definition),
             );
         }
         let body = tokens::count(&skill.body);

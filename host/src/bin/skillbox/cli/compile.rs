@@ -16,9 +16,9 @@ use serde_json::json;
 
 use super::flags::SourceFlags;
 use super::{CliError, print_json};
-use crate::sandbox::{CompileOrigin, DiskCache, EngineOptions, Sandbox};
-use crate::skill::catalog::Catalog;
-use crate::skill::model::Skill;
+use skillbox::sandbox::{CompileOrigin, DiskCache, EngineOptions, Sandbox};
+use skillbox::skill::catalog::Catalog;
+use skillbox::skill::model::Skill;
 
 #[derive(clap::Args, Debug)]
 pub struct CompileArgs {
@@ -73,7 +73,7 @@ pub fn run(args: CompileArgs) -> Result<ExitCode, CliError> {
         .par_iter()
         .map(|(skill, rel)| {
             let started = Instant::now();
-            let outcome = crate::skill::tools::load(skill, rel, &sandbox).map(|c| c.origin);
+            let outcome = skillbox::skill::tools::load(skill, rel, &sandbox).map(|c| c.origin);
             let compiled = Compiled {
                 skill: skill.name().to_string(),
                 component: rel.to_string(),

@@ -6,10 +6,24 @@ use std::time::Duration;
 use clap::Args;
 
 use super::CliError;
-use crate::call::HostOptions;
-use crate::sandbox::{Grants, Limits, MAX_MEMORY_BYTES, MIB, SideEffect, WorkspaceGrant};
-use crate::skill::SourceOptions;
-use crate::skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, UserPolicy};
+use skillbox::call::HostOptions;
+use skillbox::sandbox::{Grants, Limits, MAX_MEMORY_BYTES, MIB, SideEffect, WorkspaceGrant};
+use skillbox::skill::SourceOptions;
+use skillbox::skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, UserPolicy};
+
+/// A flag that takes one of `names`, parsed with the library type's own
+/// `FromStr`, so the library needs no command-line derive.
+pub fn one_of<T>(names: &'static [&'static str]) -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: std::str::FromStr + Clone + Send + Sync + 'static,
+    T::Err: std::fmt::Debug,
+{
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(names).map(|name| {
+        name.parse::<T>()
+            .expect("clap admits only the listed names")
+    })
+}
 
 /// Grants and limits for commands that run guest code.
 #[derive(Args, Debug)]
@@ -168,7 +182,7 @@ impl SandboxFlags {
             max_concurrency,
             max_per_client: max_concurrency,
             read_only: self.read_only,
-            confirm: crate::call::ConfirmPolicy::Never,
+            confirm: skillbox::call::ConfirmPolicy::Never,
         })
     }
 
@@ -204,11 +218,11 @@ pub struct SourceFlags {
 
 impl SourceFlags {
     pub fn options(&self) -> SourceOptions {
-        let defaults = crate::skill::discover::Limits::default();
+        let defaults = skillbox::skill::discover::Limits::default();
         SourceOptions {
             only: self.only.clone(),
             exclude: self.exclude.clone(),
-            limits: crate::skill::discover::Limits {
+            limits: skillbox::skill::discover::Limits {
                 max_skills: self.max_skills.unwrap_or(defaults.max_skills),
                 max_entries: self.max_entries.unwrap_or(defaults.max_entries),
                 ..defaults

@@ -9,15 +9,16 @@ use std::time::Duration;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::flags::{SandboxFlags, SourceFlags};
+use super::flags::{SandboxFlags, SourceFlags, one_of};
 use super::{CliError, runtime};
-use crate::call::Host;
-use crate::call::audit::AuditLog;
-use crate::mcp::http::{self, DEFAULT_MAX_BODY_BYTES, HttpOptions};
-use crate::mcp::oauth::{OAuthOptions, Verifier};
-use crate::mcp::results::DEFAULT_OUTPUT_BUDGET;
-use crate::mcp::{ServeOptions, Server, ToolsMode, banner, reload, stdio};
-use crate::sandbox::Sandbox;
+use skillbox::call::ConfirmPolicy;
+use skillbox::call::Host;
+use skillbox::call::audit::AuditLog;
+use skillbox::mcp::http::{self, DEFAULT_MAX_BODY_BYTES, HttpOptions};
+use skillbox::mcp::oauth::{OAuthOptions, Verifier};
+use skillbox::mcp::results::DEFAULT_OUTPUT_BUDGET;
+use skillbox::mcp::{ServeOptions, Server, ToolsMode, banner, reload, stdio};
+use skillbox::sandbox::Sandbox;
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -29,26 +30,26 @@ pub struct ServeArgs {
     /// tools, write and destructive tools and scripts, or none. The client
     /// is asked (elicitation, or an input_required result on 2026-07-28);
     /// a client that cannot ask gets an error and nothing runs.
-    #[arg(long, value_enum, default_value = "destructive")]
-    confirm: crate::call::ConfirmPolicy,
+    #[arg(long, value_parser = one_of::<ConfirmPolicy>(ConfirmPolicy::NAMES), default_value = "destructive")]
+    confirm: ConfirmPolicy,
     /// A call still running after this many milliseconds becomes a task
     /// (for clients that declare the tasks extension); 0 makes every
     /// skill tool call and script run a task.
-    #[arg(long, value_name = "MS", default_value_t = crate::mcp::tasks::DEFAULT_TASK_AFTER.as_millis() as u64)]
+    #[arg(long, value_name = "MS", default_value_t = skillbox::mcp::tasks::DEFAULT_TASK_AFTER.as_millis() as u64)]
     task_after_ms: u64,
     /// Tasks running at once; past it, long calls finish in their request.
-    #[arg(long, value_name = "N", default_value_t = crate::mcp::tasks::DEFAULT_MAX_TASKS)]
+    #[arg(long, value_name = "N", default_value_t = skillbox::mcp::tasks::DEFAULT_MAX_TASKS)]
     max_tasks: usize,
     /// How long a task and its result are kept, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = crate::mcp::tasks::DEFAULT_TASK_TTL.as_secs())]
+    #[arg(long, value_name = "SECS", default_value_t = skillbox::mcp::tasks::DEFAULT_TASK_TTL.as_secs())]
     task_ttl_secs: u64,
     /// Tokens the resident skill catalog (load_skill's description) may
     /// take; past it, descriptions shorten, then skills are left to
     /// find_skills.
-    #[arg(long, value_name = "TOKENS", default_value_t = crate::skill::resident::DEFAULT_BUDGET_TOKENS)]
+    #[arg(long, value_name = "TOKENS", default_value_t = skillbox::skill::resident::DEFAULT_BUDGET_TOKENS)]
     catalog_budget: usize,
     /// List skill tools after load_skill (lazy) or all up front (all).
-    #[arg(long, value_enum, default_value = "lazy")]
+    #[arg(long, value_parser = one_of::<ToolsMode>(ToolsMode::NAMES), default_value = "lazy")]
     tools: ToolsMode,
     /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (PORT binds 127.0.0.1).
     #[arg(long, value_name = "ADDR")]
@@ -88,10 +89,10 @@ pub struct ServeArgs {
     #[arg(long)]
     insecure_no_auth: bool,
     /// HTTP connections open at once; more wait to be accepted.
-    #[arg(long, value_name = "N", default_value_t = crate::mcp::http_guard::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(long, value_name = "N", default_value_t = skillbox::mcp::http_guard::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
     /// HTTP sessions (2025-11-25 clients) open at once; idle ones end after five minutes.
-    #[arg(long, value_name = "N", default_value_t = crate::mcp::http_guard::DEFAULT_MAX_SESSIONS)]
+    #[arg(long, value_name = "N", default_value_t = skillbox::mcp::http_guard::DEFAULT_MAX_SESSIONS)]
     max_sessions: usize,
     /// Largest HTTP request body, in bytes.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BODY_BYTES)]
@@ -186,7 +187,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
                     auth: args
                         .auth_token_file
                         .as_deref()
-                        .map(crate::mcp::http_guard::BearerToken::from_file)
+                        .map(skillbox::mcp::http_guard::BearerToken::from_file)
                         .transpose()
                         .map_err(CliError::Usage)?,
                     oauth: match args.oauth_issuer {
