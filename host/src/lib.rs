@@ -1,24 +1,123 @@
-//! skillbox: Agent Skills and WebAssembly component tools in a
-//! capability-scoped sandbox, served over MCP.
+//! skillbox runs [Agent Skills] (SKILL.md folders) and tools compiled to
+//! WebAssembly components in a capability-scoped wasmtime sandbox, and
+//! serves them over MCP.
 //!
-//! - [`sandbox`]: the wasmtime engine, per-call stores, limits and grants.
-//! - [`schema`]: WIT types to JSON Schema; JSON to component values and back.
-//! - [`skill`]: SKILL.md, skillbox.yaml, discovery, the catalog.
-//! - [`call`]: the one call path: resolve, policy, grants, limits, audit, sandbox.
-//! - [`mcp`]: the MCP server over stdio and Streamable HTTP.
-//! - [`net`]: where secrets may travel (https, or this machine).
-//! - [`agent`]: the agent loop over MCP tools and model providers.
-//! - [`author`]: scaffolding a new skill and building its tool.
+//! This crate is the whole of it, as a library: the `skillbox` binary is a
+//! thin command line over the same public API.
+//!
+//! # Quick start
+//!
+//! ```no_run
+//! use serde_json::json;
+//! use skillbox::{CallError, SandboxError, Skillbox};
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! // Skills from one folder; the workspace read-only; nothing else granted.
+//! let skillbox = Skillbox::builder()
+//!     .skills_dir("skills")
+//!     .workspace("examples/workspace", false)
+//!     .build()?;
+//!
+//! for tool in skillbox.tools().await {
+//!     println!("{}: {}", tool.name, tool.description);
+//! }
+//!
+//! match skillbox
+//!     .call_tool("log-inspect__grep", json!({"path": "logs/app.log", "pattern": "ERROR"}))
+//!     .await
+//! {
+//!     Ok(output) => println!("{}", output.value),
+//!     Err(CallError::Sandbox { error: SandboxError::Timeout { limit }, .. }) => {
+//!         eprintln!("stopped after {limit:?}");
+//!     }
+//!     Err(other) => eprintln!("{other}"),
+//! }
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Every call runs in a fresh sandbox: a private `/tmp`, the skill's own
+//! folder read-only at `/skill`, and only what the builder granted. Errors
+//! are values written for a model and a person alike: what happened, why,
+//! and what to do next, with no host path and no secret.
+//!
+//! # Features
+//!
+//! | feature | adds | pulls in |
+//! |---|---|---|
+//! | (none) | [`Skillbox`]: skills, the sandbox, the call path | wasmtime, cap-std, tokio |
+//! | `mcp` | [`mcp::Server`] over stdio or any async byte stream | rmcp |
+//! | `http` | Streamable HTTP, mountable in an axum app | axum, jsonwebtoken, reqwest |
+//! | `agent` | [`agent::Agent`], the agent loop, with any [`agent::Model`] | reqwest with rustls |
+//! | `tokens` | real token counts (o200k_base) for catalog budgets | tiktoken-rs |
+//! | `tls` | `https://` for guests' granted network requests | rustls |
+//! | `cli` (default) | the `skillbox` binary: all of the above | clap |
+//!
+//! An embedder usually wants `default-features = false` and the features
+//! it uses. `docs/embedding.md` in the repository explains the threading
+//! model, what the host owns on disk, and the security contract.
+//!
+//! [Agent Skills]: https://agentskills.io
+
+#![deny(missing_docs)]
 
 #[cfg(feature = "agent")]
 pub mod agent;
-pub mod author;
-pub mod call;
-pub mod dirs;
+mod author;
+mod call;
+mod dirs;
+mod embed;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 #[cfg(any(feature = "http", feature = "agent"))]
-pub mod net;
-pub mod sandbox;
-pub mod schema;
-pub mod skill;
+mod net;
+mod sandbox;
+mod schema;
+mod skill;
+
+pub use call::{CallError, ConfirmPolicy};
+pub use embed::{BuildError, Builder, ScriptOutput, SkillInfo, Skillbox, ToolInfo, ToolOutput};
+pub use sandbox::{Mount, NetRequest, QuotaKind, SandboxError, Usage};
+pub use schema::ArgError;
+pub use skill::Effect;
+pub use skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant};
+pub use tokio_util::sync::CancellationToken;
+
+/// Internals the `skillbox` binary, its benchmarks and the end-to-end tests
+/// reach into. **No stability promise**: anything here may change or go in
+/// any release. An embedder who needs something from here should ask for
+/// it in the stable API instead.
+#[allow(missing_docs)]
+pub mod unstable {
+    pub use crate::skill::discover::Limits as DiscoveryLimits;
+
+    /// Scaffolding a new skill and building its tool.
+    pub mod author {
+        pub use crate::author::*;
+    }
+    /// The call path's pieces: redaction, the audit log.
+    pub mod call {
+        pub use crate::call::*;
+    }
+    /// The user's folders (state, cache, data).
+    pub mod dirs {
+        pub use crate::dirs::*;
+    }
+    /// The sandbox itself: engine, components, grants, limits.
+    pub mod sandbox {
+        pub use crate::sandbox::*;
+    }
+    /// WIT types to JSON Schema; JSON to component values and back.
+    pub mod schema {
+        pub use crate::schema::*;
+    }
+    /// SKILL.md, manifests, discovery, the catalog, checks.
+    pub mod skill {
+        pub use crate::skill::*;
+    }
+    /// The MCP server's tool definitions, as the catalog commands show them.
+    #[cfg(feature = "mcp")]
+    pub mod mcp {
+        pub use crate::mcp::host_tools::{definitions, skill_tool_definition};
+    }
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
 use serde_json::{Value, json};
-use skillbox::sandbox::{
+use skillbox::unstable::sandbox::{
     CompileOrigin, DiskCache, EngineOptions, Grants, Limits, MIB, Sandbox, SandboxError,
 };
 use skillbox_e2e::mcp::{call, connect_stdio, text};
@@ -109,11 +109,12 @@ async fn a_swapped_skill_folder_is_refused_and_never_followed() {
 async fn the_skill_mount_is_the_pinned_folder_not_its_path() {
     let skills = tempfile::tempdir().unwrap();
     testbed_skill(skills.path(), "pinned", "", LIST_DIR, "");
-    let catalog = skillbox::skill::Catalog::from_sources(&[skillbox::skill::Source {
-        kind: skillbox::skill::SourceKind::Explicit,
-        root: skills.path().to_path_buf(),
-        trusted: true,
-    }]);
+    let catalog =
+        skillbox::unstable::skill::Catalog::from_sources(&[skillbox::unstable::skill::Source {
+            kind: skillbox::unstable::skill::SourceKind::Explicit,
+            root: skills.path().to_path_buf(),
+            trusted: true,
+        }]);
     let skill = catalog.get("pinned").expect("loaded").clone();
     let dir = skills.path().join("pinned");
     std::fs::rename(&dir, skills.path().join("elsewhere")).unwrap();
@@ -522,7 +523,7 @@ async fn scratch_and_workspace_quotas_stop_the_guest_while_it_writes() {
     // A writable workspace has its own byte quota.
     let ws = workspace(&[]);
     let grants = Grants {
-        workspace: Some(skillbox::sandbox::WorkspaceGrant {
+        workspace: Some(skillbox::unstable::sandbox::WorkspaceGrant {
             host_dir: ws.path().to_path_buf(),
             writable: true,
         }),

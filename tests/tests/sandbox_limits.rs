@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use skillbox::sandbox::{
+use skillbox::unstable::sandbox::{
     DiskCache, EngineOptions, Grants, Limits, LoadedComponent, MIB, Sandbox, SandboxError,
 };
 use skillbox_e2e::component;
@@ -362,14 +362,20 @@ fn the_disk_cache_serves_a_second_process() {
     )
     .unwrap();
     let loaded = first.load_bytes(&bytes).unwrap();
-    assert_eq!(loaded.origin, skillbox::sandbox::CompileOrigin::Compiled);
+    assert_eq!(
+        loaded.origin,
+        skillbox::unstable::sandbox::CompileOrigin::Compiled
+    );
     let second = Sandbox::with_options(
         &EngineOptions::default(),
         Some(DiskCache::new(dir.path().to_path_buf())),
     )
     .unwrap();
     let cached = second.load_bytes(&bytes).unwrap();
-    assert_eq!(cached.origin, skillbox::sandbox::CompileOrigin::DiskCache);
+    assert_eq!(
+        cached.origin,
+        skillbox::unstable::sandbox::CompileOrigin::DiskCache
+    );
     assert_eq!(cached.exports.names(), loaded.exports.names());
 }
 

@@ -2,7 +2,7 @@
 //! JSON -> component value -> guest -> component value -> JSON.
 
 use serde_json::{Value, json};
-use skillbox::sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
+use skillbox::unstable::sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
 use skillbox_e2e::component;
 
 fn sandbox() -> Sandbox {

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 
 use super::conversation::{Message, ToolCall, ToolDef, trim};
-use super::provider::{ModelRequest, Provider, Usage};
+use super::provider::{Model, ModelRequest, Usage};
 use super::tools::{CallResult, HubTool, ToolHub, check_arguments};
 use super::trace::{StepRow, Trace, clip};
 use crate::mcp::results::cut_head_tail;
@@ -73,10 +73,15 @@ pub struct LoopOptions {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "reason", content = "detail", rename_all = "snake_case")]
 pub enum Stop {
+    /// The model answered without asking for more tools.
     Done,
+    /// The step limit (this many model calls) was reached.
     StepLimit(usize),
+    /// The token budget (this many tokens) was used up.
     Budget(u64),
+    /// The model provider failed, after its retries.
     Provider(String),
+    /// Tool failures or repeated calls left the loop stuck.
     Stuck(String),
     /// A call needed the user's confirmation and no one could give it.
     Unconfirmed(String),
@@ -86,6 +91,7 @@ impl Stop {
     /// Also used when the provider cannot even be configured.
     pub const PROVIDER_EXIT_CODE: u8 = 5;
 
+    /// The `skillbox agent` exit code for this stop.
     pub fn exit_code(&self) -> u8 {
         match self {
             Stop::Done => 0,
@@ -117,16 +123,22 @@ impl Stop {
 }
 
 #[derive(Debug, Clone, serde::Serialize)]
+/// How a run ended.
 pub struct Outcome {
+    /// Why the loop stopped.
     pub stop: Stop,
+    /// The model's last answer, or an honest account of why there is none.
     pub answer: String,
+    /// Model calls made.
     pub steps: usize,
+    /// Tokens the provider reported, in and out.
     pub usage: Usage,
+    /// Tool calls made.
     pub tool_calls: usize,
 }
 
-pub struct AgentLoop<'a> {
-    provider: &'a Provider,
+pub struct AgentLoop<'a, M: Model> {
+    provider: &'a M,
     hub: &'a ToolHub,
     options: LoopOptions,
     pub trace: Trace,
@@ -145,9 +157,9 @@ pub struct AgentLoop<'a> {
     tool_calls: usize,
 }
 
-impl<'a> AgentLoop<'a> {
+impl<'a, M: Model> AgentLoop<'a, M> {
     pub fn new(
-        provider: &'a Provider,
+        provider: &'a M,
         hub: &'a ToolHub,
         options: LoopOptions,
         trace: Trace,

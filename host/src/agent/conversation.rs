@@ -6,22 +6,35 @@ use serde_json::Value;
 /// model produced, which may not be valid JSON.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
+    /// The provider's id for the call, echoed in the tool's result.
     pub id: String,
+    /// The tool's name.
     pub name: String,
+    /// The arguments as the model wrote them.
     pub arguments: String,
 }
 
+/// One message of the conversation a model is sent.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Message {
+    /// The user's words (the task, or a skill's prompt).
     User(String),
+    /// What the model said and the tools it asked for.
     Assistant {
+        /// Its text, if any.
         text: Option<String>,
+        /// The tool calls it asked for, in order.
         tool_calls: Vec<ToolCall>,
     },
+    /// A tool's result, answering one [`ToolCall`].
     Tool {
+        /// The [`ToolCall::id`] answered.
         call_id: String,
+        /// The tool's name.
         name: String,
+        /// The result as text, cut to fit.
         content: String,
+        /// Whether the call failed.
         is_error: bool,
     },
 }
@@ -29,8 +42,11 @@ pub enum Message {
 /// A tool as the model sees it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolDef {
+    /// The name the model calls it by.
     pub name: String,
+    /// What it does.
     pub description: String,
+    /// JSON Schema of its arguments.
     pub input_schema: Value,
 }
 

@@ -13,11 +13,14 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+/// External MCP servers, in the `{"mcpServers": {NAME: {…}}}` form most
+/// clients use: a command with arguments and environment, or a URL.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct McpConfig {
+    /// The servers by name.
     #[serde(default)]
-    pub mcp_servers: BTreeMap<String, ServerSpec>,
+    pub(crate) mcp_servers: BTreeMap<String, ServerSpec>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -36,6 +39,7 @@ pub enum ServerSpec {
 }
 
 impl McpConfig {
+    /// Reads and checks a configuration file; the error says what to fix.
     pub fn load(path: &Path) -> Result<Self, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("--mcp-config {}: cannot read it ({e})", path.display()))?;

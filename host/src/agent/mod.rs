@@ -11,12 +11,21 @@
 //! provider error, 6 tool failures left it stuck, 7 a call needed the
 //! user's confirmation and no one could give it.
 
-pub mod approve;
-pub mod control;
-pub mod conversation;
-pub mod mcp_config;
-pub mod provider;
-pub mod tools;
-pub mod trace;
+mod api;
+pub(crate) mod approve;
+pub(crate) mod control;
+pub(crate) mod conversation;
+pub(crate) mod mcp_config;
+pub(crate) mod provider;
+pub(crate) mod tools;
+pub(crate) mod trace;
 
-pub use control::{LoopOptions, Outcome, Stop, Timeouts};
+pub use api::{Agent, AgentBuilder, AgentError, Run};
+pub use approve::Approver;
+pub use control::{Outcome, Stop};
+pub use conversation::{Message, ToolCall, ToolDef};
+pub use mcp_config::McpConfig;
+pub use provider::{
+    Model, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy, Usage,
+};
+pub use trace::Trace;

@@ -20,7 +20,7 @@ use super::approve::AgentClient;
 use super::conversation::ToolDef;
 use super::mcp_config::{McpConfig, ServerSpec};
 use crate::call::audit::IDEMPOTENCY_META_KEY;
-use crate::mcp::{Server, Session};
+use crate::mcp::{Session, Shared};
 use crate::sandbox::SideEffect;
 
 type Client = RunningService<RoleClient, AgentClient>;
@@ -84,7 +84,7 @@ impl ToolHub {
     /// Connects skillbox in-process and every configured external server;
     /// `client` answers their confirmation questions.
     pub async fn connect(
-        host: Arc<Server>,
+        host: Arc<Shared>,
         config: Option<&McpConfig>,
         client: AgentClient,
     ) -> Result<Self, HubError> {

@@ -20,16 +20,18 @@ pub struct StepRow {
     pub tokens_out: u64,
 }
 
+/// The record of a run: one row per step, and optionally a JSON-lines
+/// file and progress lines on stderr.
 pub struct Trace {
     file: Option<BufWriter<File>>,
     started: Instant,
-    pub rows: Vec<StepRow>,
+    pub(crate) rows: Vec<StepRow>,
     /// Live progress on stderr.
     progress: bool,
 }
 
 impl Trace {
-    pub fn open(path: Option<&Path>, progress: bool) -> std::io::Result<Self> {
+    pub(crate) fn open(path: Option<&Path>, progress: bool) -> std::io::Result<Self> {
         // Traces carry prompts and tool results: private to the user.
         let file = path
             .map(|p| {
@@ -52,7 +54,7 @@ impl Trace {
     }
 
     /// Appends `{"t": seconds, "event": kind, …fields}`.
-    pub fn event(&mut self, kind: &str, fields: Value) {
+    pub(crate) fn event(&mut self, kind: &str, fields: Value) {
         let Some(file) = &mut self.file else { return };
         let mut line = json!({"t": (self.started.elapsed().as_secs_f64() * 1000.0).round() / 1000.0, "event": kind});
         if let (Some(obj), Value::Object(extra)) = (line.as_object_mut(), fields) {
@@ -62,7 +64,7 @@ impl Trace {
         let _ = file.flush();
     }
 
-    pub fn row(&mut self, row: StepRow) {
+    pub(crate) fn row(&mut self, row: StepRow) {
         if self.progress {
             eprintln!(
                 "[step {}] {} {} → {} ({:.0} ms)",
@@ -76,7 +78,7 @@ impl Trace {
         self.rows.push(row);
     }
 
-    pub fn warn(&mut self, message: &str) {
+    pub(crate) fn warn(&mut self, message: &str) {
         if self.progress {
             eprintln!("warning: {message}");
         }

@@ -11,6 +11,10 @@
 //! Every check lives here once; callers only translate their wire format
 //! into a [`Target`] and a [`Caller`], and the reply back.
 
+// Internal: reachable to embedders only through `skillbox::unstable`; the
+// stable types defined here carry their own `deny(missing_docs)`.
+#![allow(missing_docs)]
+
 pub mod audit;
 pub mod confirm;
 mod host;
@@ -95,6 +99,10 @@ pub struct CallReply {
     /// What a tool printed on stderr (scripts carry theirs in the
     /// outcome), redacted; for debug logging.
     pub stderr: String,
+    /// Fuel and time the call used.
+    pub usage: Usage,
+    /// The HTTP requests the guest sent or tried to send.
+    pub network: Vec<NetRequest>,
 }
 
 #[derive(Debug, Clone)]
@@ -382,6 +390,8 @@ impl Host {
                 warnings: ran.refusals.iter().map(|w| redactor.text(w)).collect(),
                 tool: prepared.tool,
                 stderr: redactor.text(&ran.stderr),
+                usage: ran.usage,
+                network: ran.network,
             }),
             Err(error) => Err(CallError::Sandbox {
                 error: redactor.error(error),

@@ -3,9 +3,9 @@
 
 use std::fmt::Write;
 
-use super::server::{Server, ToolsMode};
+use super::server::{Shared, ToolsMode};
 
-pub fn render(server: &Server, endpoint: &str) -> String {
+pub fn render(server: &Shared, endpoint: &str) -> String {
     let host = &server.host;
     let catalog = host.catalog();
     let mut out = String::new();

@@ -27,7 +27,7 @@ use tokio_util::sync::CancellationToken;
 use super::calls::{ProgressSink, client_name, idempotency_key};
 use super::confirm::{self, Asked};
 use super::host_tools::{self, LOAD_SKILL, READ_SKILL_FILE, RUN_SCRIPT, with_notes};
-use super::server::{Server, ToolsMode};
+use super::server::{Shared, ToolsMode};
 use super::{prompts, resources, results, skills_ext};
 use crate::call::{Access, CallError, CallRecord, CallReply, Caller, Outcome, Target};
 use crate::skill::Skill;
@@ -101,7 +101,7 @@ fn level_rank(level: LoggingLevel) -> u8 {
 /// A connected client. Cheap to clone; clones share the session's state.
 #[derive(Clone)]
 pub struct Session {
-    server: Arc<Server>,
+    server: Arc<Shared>,
     /// Skills activated with `load_skill` in this session.
     activated: Arc<Mutex<BTreeSet<String>>>,
     /// Skills the user invoked in this session (their prompt was fetched).
@@ -120,7 +120,8 @@ fn insert(set: &Mutex<BTreeSet<String>>, name: &str) -> bool {
 }
 
 impl Session {
-    pub fn new(server: Arc<Server>) -> Self {
+    /// A session of `server`, before the client's `initialize`.
+    pub fn new(server: Arc<Shared>) -> Self {
         Session {
             server,
             activated: Arc::new(Mutex::new(BTreeSet::new())),

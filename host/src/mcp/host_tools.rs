@@ -8,7 +8,7 @@ use rmcp::model::{CallToolResult, Tool, ToolAnnotations};
 use serde_json::{Map, Value, json};
 
 use super::results;
-use super::server::Server;
+use super::server::Shared;
 use crate::call::Target;
 use crate::sandbox::ScriptOutcome;
 use crate::skill::files::ReadError;
@@ -260,7 +260,7 @@ fn find_skill(catalog: &Catalog, name: &str) -> Result<Arc<Skill>, CallToolResul
 /// A `disable-model-invocation` skill loads only once the user invoked it
 /// in this session (`user_invoked`).
 pub async fn load_skill(
-    server: &Arc<Server>,
+    server: &Arc<Shared>,
     args: &Map<String, Value>,
     user_invoked: &BTreeSet<String>,
 ) -> Result<(Arc<Skill>, CallToolResult), CallToolResult> {
@@ -475,7 +475,7 @@ pub fn script_target(args: &Map<String, Value>) -> Result<Target, CallToolResult
 
 /// A finished script run as the model reads it: exit code, then stdout and
 /// stderr cut to the output budget.
-pub fn script_result(server: &Server, outcome: &ScriptOutcome, notes: &[String]) -> CallToolResult {
+pub fn script_result(server: &Shared, outcome: &ScriptOutcome, notes: &[String]) -> CallToolResult {
     let budget = server.options.output_budget;
     let (stdout, _) = results::cut_head_tail(
         &outcome.stdout,

@@ -15,16 +15,21 @@ use tokio_util::sync::CancellationToken;
 use super::handler::Session;
 use super::http_guard::{BearerToken, CappedListener, CappedSessions, ClientAddr, require_bearer};
 use super::oauth::{self, Verifier};
-use super::server::Server;
+use super::server::Shared;
 
-/// How the HTTP endpoint is exposed.
+/// How the HTTP endpoint is exposed. Start from [`HttpOptions::new`]: a
+/// loopback address needs nothing else.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct HttpOptions {
+    /// Where to listen (port 0 picks a free port). Only loopback addresses
+    /// are served without authentication.
     pub addr: SocketAddr,
     /// Extra `Host` names accepted besides loopback ones.
     pub allowed_hosts: Vec<String>,
     /// Extra browser origins accepted besides loopback ones.
     pub allowed_origins: Vec<String>,
+    /// Largest request body, in bytes.
     pub max_body_bytes: usize,
     /// Every request must carry this bearer token.
     pub auth: Option<BearerToken>,
@@ -38,7 +43,26 @@ pub struct HttpOptions {
     pub max_sessions: usize,
 }
 
+/// The default cap on a request body.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+impl HttpOptions {
+    /// Options for `addr` with the defaults: loopback `Host` names and
+    /// origins only, no authentication, the default caps.
+    pub fn new(addr: SocketAddr) -> Self {
+        HttpOptions {
+            addr,
+            allowed_hosts: Vec::new(),
+            allowed_origins: Vec::new(),
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            auth: None,
+            oauth: None,
+            insecure_no_auth: false,
+            max_connections: super::http_guard::DEFAULT_MAX_CONNECTIONS,
+            max_sessions: super::http_guard::DEFAULT_MAX_SESSIONS,
+        }
+    }
+}
 
 /// Parses `--http ADDR`: `PORT`, `:PORT`, `HOST:PORT`; a bare port binds
 /// 127.0.0.1.
@@ -80,10 +104,28 @@ fn config(options: &HttpOptions, shutdown: CancellationToken) -> StreamableHttpS
 /// Binds and serves until `shutdown` is cancelled. Returns the bound
 /// address once listening (port 0 picks a free port).
 pub async fn serve(
-    server: Arc<Server>,
+    server: Arc<Shared>,
     options: HttpOptions,
     shutdown: CancellationToken,
 ) -> anyhow::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+    refuse_unauthenticated(&options)?;
+    let listener = tokio::net::TcpListener::bind(options.addr)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", options.addr))?;
+    let bound = listener.local_addr()?;
+    let bound_options = HttpOptions {
+        addr: bound,
+        ..options
+    };
+    let router = router(server, &bound_options, shutdown.clone());
+    let listener = CappedListener::new(listener, bound_options.max_connections);
+    let task = tokio::spawn(serve_connections(listener, router, shutdown));
+    Ok((bound, task))
+}
+
+/// A non-loopback address needs authentication, unless the user said
+/// otherwise in so many words.
+fn refuse_unauthenticated(options: &HttpOptions) -> anyhow::Result<()> {
     let authenticated = options.auth.is_some() || options.oauth.is_some();
     if !options.addr.ip().is_loopback() && !authenticated && !options.insecure_no_auth {
         anyhow::bail!(
@@ -95,18 +137,20 @@ pub async fn serve(
             options.addr
         );
     }
-    let listener = tokio::net::TcpListener::bind(options.addr)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", options.addr))?;
-    let bound = listener.local_addr()?;
-    let bound_options = HttpOptions {
-        addr: bound,
-        ..options
-    };
+    Ok(())
+}
+
+/// The `/mcp` endpoint (and the OAuth metadata when OAuth is on) as an
+/// axum router, with the authentication the options ask for.
+pub fn router(
+    server: Arc<Shared>,
+    bound_options: &HttpOptions,
+    shutdown: CancellationToken,
+) -> axum::Router {
     let service = StreamableHttpService::new(
         move || Ok(Session::new(server.clone())),
         Arc::new(CappedSessions::new(bound_options.max_sessions)),
-        config(&bound_options, shutdown.clone()),
+        config(bound_options, shutdown),
     );
     let mut router = axum::Router::new().nest_service("/mcp", service);
     if let Some(token) = bound_options.auth.clone() {
@@ -144,9 +188,7 @@ pub async fn serve(
         }
         router = router.merge(public);
     }
-    let listener = CappedListener::new(listener, bound_options.max_connections);
-    let task = tokio::spawn(serve_connections(listener, router, shutdown));
-    Ok((bound, task))
+    router
 }
 
 /// How long a client may take to send a request's headers, so a client
@@ -191,6 +233,38 @@ async fn serve_connections(
         });
     }
     let _ = tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await;
+}
+
+impl super::Server {
+    /// Binds `options.addr` and serves Streamable HTTP at `/mcp` until
+    /// `shutdown` is cancelled; in-flight requests then get a few seconds
+    /// to finish. Returns the bound address and the serving task. A
+    /// non-loopback address without authentication is refused.
+    pub async fn serve_http(
+        &self,
+        options: HttpOptions,
+        shutdown: CancellationToken,
+    ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
+        self.watch_for_changes();
+        serve(self.shared().clone(), options, shutdown)
+            .await
+            .map_err(|e| std::io::Error::other(format!("{e:#}")))
+    }
+
+    /// The Streamable HTTP service as an axum router, to mount into an
+    /// application of the embedder's own (`Router::merge`, or `nest` under
+    /// a prefix). `options.addr` names the address clients use, for the
+    /// `Host` header check; connection caps are the application's to set.
+    /// A non-loopback address without authentication is refused.
+    pub fn http_router(
+        &self,
+        options: &HttpOptions,
+        shutdown: CancellationToken,
+    ) -> std::io::Result<axum::Router> {
+        refuse_unauthenticated(options).map_err(|e| std::io::Error::other(format!("{e:#}")))?;
+        self.watch_for_changes();
+        Ok(router(self.shared().clone(), options, shutdown))
+    }
 }
 
 #[cfg(test)]

@@ -9,25 +9,38 @@
 //!                           confirmation (elicitation / input_required) · tasks
 //! ```
 
-pub mod banner;
+mod api;
+pub(crate) mod banner;
 mod calls;
-pub mod confirm;
-pub mod handler;
-pub mod host_tools;
+pub(crate) mod confirm;
+pub(crate) mod handler;
+pub(crate) mod host_tools;
 #[cfg(feature = "http")]
-pub mod http;
+pub(crate) mod http;
 #[cfg(feature = "http")]
-pub mod http_guard;
+pub(crate) mod http_guard;
 #[cfg(feature = "http")]
-pub mod oauth;
-pub mod prompts;
-pub mod reload;
-pub mod resources;
-pub mod results;
-pub mod server;
-pub mod skills_ext;
-pub mod stdio;
-pub mod tasks;
+pub(crate) mod oauth;
+pub(crate) mod prompts;
+pub(crate) mod reload;
+pub(crate) mod resources;
+pub(crate) mod results;
+pub(crate) mod server;
+pub(crate) mod skills_ext;
+pub(crate) mod stdio;
+pub(crate) mod tasks;
 
-pub use handler::Session;
-pub use server::{ServeOptions, Server, ToolsMode};
+pub use api::{Server, ServerBuilder};
+pub(crate) use handler::Session;
+#[cfg(feature = "http")]
+pub use http::{DEFAULT_MAX_BODY_BYTES, HttpOptions, parse_addr};
+#[cfg(feature = "http")]
+pub use http_guard::{BearerToken, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS};
+#[cfg(feature = "http")]
+pub use oauth::{OAuthOptions, Verifier as OAuthVerifier};
+pub use results::DEFAULT_OUTPUT_BUDGET;
+pub use tasks::{DEFAULT_MAX_TASKS, DEFAULT_TASK_AFTER, DEFAULT_TASK_TTL};
+/// The default token budget of the resident skill catalog.
+pub const DEFAULT_CATALOG_BUDGET: usize = crate::skill::resident::DEFAULT_BUDGET_TOKENS;
+pub(crate) use server::Shared;
+pub use server::ToolsMode;

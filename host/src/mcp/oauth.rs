@@ -116,6 +116,7 @@ impl Verifier {
         })
     }
 
+    /// The options this verifier was started with.
     pub fn options(&self) -> &OAuthOptions {
         &self.options
     }

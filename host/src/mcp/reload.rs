@@ -10,7 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::server::Server;
+use super::server::Shared;
 use crate::skill::SourceOptions;
 
 /// A hash of every file's path, size and modification time below the roots.
@@ -59,7 +59,7 @@ pub fn fingerprint_sources(options: &SourceOptions) -> u64 {
 /// Watches the sources and reloads on change. `baseline` is the
 /// fingerprint taken before the host built its catalog, so a change made
 /// while the server starts is not missed.
-pub async fn watch(server: Arc<Server>, interval: Duration, baseline: u64) {
+pub async fn watch(server: Arc<Shared>, interval: Duration, baseline: u64) {
     let host = server.host.clone();
     let roots: Arc<Vec<std::path::PathBuf>> = Arc::new(
         host.options

@@ -59,7 +59,7 @@ pub struct ServeOptions {
     pub catalog_budget: usize,
 }
 
-pub struct Server {
+pub struct Shared {
     pub host: Arc<Host>,
     pub options: ServeOptions,
     /// Connected clients, told when the catalog changes.
@@ -69,18 +69,28 @@ pub struct Server {
     pub tasks: Tasks,
     /// Seals the `requestState` of confirmation questions.
     pub seal: StateSeal,
+    /// Whether the reload watcher was started.
+    watching: std::sync::atomic::AtomicBool,
 }
 
-impl Server {
+impl Shared {
     pub fn new(host: Arc<Host>, options: ServeOptions) -> std::io::Result<Self> {
-        Ok(Server {
+        Ok(Shared {
             tasks: Tasks::new(options.task_after, options.task_ttl, options.max_tasks),
             seal: StateSeal::new()?,
             host,
             options,
             peers: Mutex::new(Vec::new()),
             changes: tokio::sync::broadcast::channel(16).0,
+            watching: std::sync::atomic::AtomicBool::new(false),
         })
+    }
+
+    /// True once: for the caller that starts the reload watcher.
+    pub fn claim_watcher(&self) -> bool {
+        !self
+            .watching
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
     }
 
     /// A receiver of catalog changes.
@@ -111,5 +121,19 @@ impl Server {
             }
         }
         *self.peers.lock().unwrap_or_else(|e| e.into_inner()) = alive;
+    }
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        ServeOptions {
+            tools_mode: ToolsMode::Lazy,
+            output_budget: super::results::DEFAULT_OUTPUT_BUDGET,
+            reload_interval: None,
+            task_after: super::tasks::DEFAULT_TASK_AFTER,
+            task_ttl: super::tasks::DEFAULT_TASK_TTL,
+            max_tasks: super::tasks::DEFAULT_MAX_TASKS,
+            catalog_budget: crate::skill::resident::DEFAULT_BUDGET_TOKENS,
+        }
     }
 }

@@ -30,7 +30,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::handler::Session;
-use super::server::Server;
+use super::server::Shared;
 
 /// Longest request line accepted.
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
@@ -39,7 +39,7 @@ pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 const QUEUE: usize = 64;
 
 /// Serves one client on this process's stdin and stdout until stdin closes.
-pub async fn serve(server: Arc<Server>) -> anyhow::Result<()> {
+pub async fn serve(server: Arc<Shared>) -> anyhow::Result<()> {
     if let Some((input, output)) = stdio_pipes() {
         return serve_on(server, input, output).await;
     }
@@ -61,7 +61,7 @@ pub async fn serve(server: Arc<Server>) -> anyhow::Result<()> {
 
 /// Serves one client on any async byte streams (tests and embedders).
 pub async fn serve_on(
-    server: Arc<Server>,
+    server: Arc<Shared>,
     input: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,
 ) -> anyhow::Result<()> {
@@ -90,7 +90,7 @@ fn stdio_pipes() -> Option<(pipe::Receiver, pipe::Sender)> {
     ))
 }
 
-async fn run(server: Arc<Server>, transport: LineTransport) -> anyhow::Result<()> {
+async fn run(server: Arc<Shared>, transport: LineTransport) -> anyhow::Result<()> {
     match Session::new(server).serve(transport).await {
         Ok(service) => {
             let _ = service.waiting().await;

@@ -27,6 +27,7 @@ pub const DEFAULT_MAX_TASKS: usize = 256;
 
 /// The defaults of `serve --task-after-ms` and `--task-ttl-secs`.
 pub const DEFAULT_TASK_AFTER: Duration = Duration::from_secs(1);
+/// How long a task and its result are kept by default.
 pub const DEFAULT_TASK_TTL: Duration = Duration::from_secs(600);
 
 /// How often a client is asked to poll.

@@ -43,7 +43,7 @@ pub enum CompileOrigin {
 /// - the folder and the file are owned by the user running this process and
 ///   writable by nobody else, and the file is a regular file reached without
 ///   following a symlink;
-/// - the file carries an HMAC-SHA256, under a key kept in the folder (mode
+/// - the file carries a keyed BLAKE3 MAC, under a key kept in the folder (mode
 ///   0600), over the component digest it claims, the engine's compatibility
 ///   hash and the compiled bytes. A file copied over another's name, or
 ///   written by hand without the key, fails the check.

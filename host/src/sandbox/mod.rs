@@ -6,6 +6,10 @@
 //!                         ─> classify what stopped it ─> JSON result or SandboxError
 //! ```
 
+// Internal: reachable to embedders only through `skillbox::unstable`; the
+// stable types defined here carry their own `deny(missing_docs)`.
+#![allow(missing_docs)]
+
 mod call;
 mod component;
 mod egress;
@@ -154,7 +158,7 @@ impl Sandbox {
         call::call_function(&self.engine, component, function, args, grants, limits).await
     }
 
-    /// Runs a command component with `argv` (argv[0] is the program name)
+    /// Runs a command component with `argv` (`argv[0]` is the program name)
     /// and `stdin`.
     pub async fn run_script(
         &self,

@@ -1,6 +1,10 @@
 //! From a component's WIT types to MCP tool schemas, and between JSON and
 //! component values.
 
+// Internal: reachable to embedders only through `skillbox::unstable`; the
+// stable types defined here carry their own `deny(missing_docs)`.
+#![allow(missing_docs)]
+
 pub mod exports;
 pub mod json_schema;
 pub mod value;

@@ -14,58 +14,93 @@ pub use retry::RetryPolicy;
 /// One request to a model.
 #[derive(Debug, Clone)]
 pub struct ModelRequest<'a> {
+    /// The system prompt: the loop's rules and the skill catalog.
     pub system: &'a str,
+    /// The conversation so far.
     pub messages: &'a [Message],
+    /// The tools the model may call.
     pub tools: &'a [ToolDef],
 }
 
 /// Tokens a provider reports for one call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Usage {
+    /// Tokens sent.
     pub input: u64,
+    /// Tokens generated.
     pub output: u64,
 }
 
 #[derive(Debug, Clone)]
+/// A model's reply.
 pub struct ModelResponse {
+    /// Its text, if any.
     pub text: Option<String>,
+    /// The tools it asks to call.
     pub tool_calls: Vec<ToolCall>,
+    /// Tokens the provider reports for this call.
     pub usage: Usage,
     /// The provider's own stop reason, for the trace.
     pub stop_reason: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
+/// Why a model call failed. Each message says what to check.
 pub enum ProviderError {
     #[error(
         "{variable} is not set; export it with your API key (or point {base_variable} at a local server that needs none)"
     )]
+    /// The API key's environment variable is not set.
     MissingKey {
+        /// The key's variable.
         variable: &'static str,
+        /// The base URL's variable.
         base_variable: &'static str,
     },
     #[error(
         "cannot reach the model endpoint {url}: {reason}. Check that the server is running and the URL is right"
     )]
-    Unreachable { url: String, reason: String },
-    #[error("the model endpoint {url} answered HTTP {status}: {body}")]
-    Http {
+    /// The endpoint could not be reached.
+    Unreachable {
+        /// The endpoint, without credentials.
         url: String,
+        /// Why, in words.
+        reason: String,
+    },
+    #[error("the model endpoint {url} answered HTTP {status}: {body}")]
+    /// The endpoint answered with an HTTP error.
+    Http {
+        /// The endpoint, without credentials.
+        url: String,
+        /// The HTTP status.
         status: u16,
+        /// The start of the body.
         body: String,
     },
     #[error("the model endpoint {url} did not answer within {} s", timeout.as_secs())]
-    Timeout { url: String, timeout: Duration },
+    /// The endpoint did not answer in time.
+    Timeout {
+        /// The endpoint, without credentials.
+        url: String,
+        /// How long the request was given.
+        timeout: Duration,
+    },
     #[error("the model's reply could not be read: {0}")]
+    /// The reply could not be read.
     BadReply(String),
     #[error("unknown provider `{0}`; use openai:MODEL or anthropic:MODEL")]
+    /// `PROVIDER:MODEL` names no provider this build knows.
     UnknownProvider(String),
     #[error(
         "refusing to send the API key to {url}: it is plain http:// to a host that is not this \
          machine, so anyone on the path could read it. Use https://, or a loopback address for a \
          local server"
     )]
-    InsecureTransport { url: String },
+    /// The key would travel in the clear to another machine.
+    InsecureTransport {
+        /// The endpoint, without credentials.
+        url: String,
+    },
 }
 
 /// `url` without its userinfo (`user:password@`), for anything printed,
@@ -140,9 +175,36 @@ impl Endpoint {
     }
 }
 
+/// A model the agent loop can call: the built-in [`Provider`], or an
+/// embedder's own client (a gateway, a local model, a recorded replay).
+pub trait Model: Send + Sync {
+    /// Sends one request and returns the model's reply. Retries, if any,
+    /// are the implementation's own.
+    fn complete(
+        &self,
+        request: &ModelRequest<'_>,
+    ) -> impl std::future::Future<Output = Result<ModelResponse, ProviderError>> + Send;
+
+    /// A short description for traces and progress lines, such as
+    /// `openai:gpt-4o-mini at https://api.openai.com/v1`; never a secret.
+    fn describe(&self) -> String;
+}
+
+impl Model for Provider {
+    async fn complete(&self, request: &ModelRequest<'_>) -> Result<ModelResponse, ProviderError> {
+        Provider::complete(self, request).await
+    }
+
+    fn describe(&self) -> String {
+        Provider::describe(self)
+    }
+}
+
 /// A configured model endpoint.
 pub enum Provider {
+    /// An OpenAI-compatible Chat Completions endpoint.
     OpenAi(openai::OpenAi),
+    /// Anthropic's Messages API.
     Anthropic(anthropic::Anthropic),
 }
 
@@ -179,6 +241,7 @@ impl Provider {
         }
     }
 
+    /// Sends one request, with the retry policy.
     pub async fn complete(
         &self,
         request: &ModelRequest<'_>,
@@ -189,6 +252,7 @@ impl Provider {
         }
     }
 
+    /// `KIND:MODEL at URL`, without credentials.
     pub fn describe(&self) -> String {
         match self {
             Provider::OpenAi(p) => {

@@ -7,11 +7,16 @@ use reqwest::{RequestBuilder, Response, StatusCode};
 
 use super::ProviderError;
 
+/// How the built-in providers retry a failed request (429, 5xx, a dropped
+/// connection): exponential backoff from `base_delay`, at most `max_delay`,
+/// or the server's `Retry-After` when it sends one.
 #[derive(Debug, Clone, Copy)]
 pub struct RetryPolicy {
     /// Retries after the first attempt.
     pub retries: u32,
+    /// The first wait.
     pub base_delay: Duration,
+    /// The longest wait.
     pub max_delay: Duration,
 }
 

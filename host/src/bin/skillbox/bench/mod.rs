@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::json;
 
-use skillbox::sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
+use skillbox::unstable::sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {

@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 
 use super::Stats;
-use skillbox::sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
+use skillbox::unstable::sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
 
 pub struct PythonFigures {
     /// A new `skillbox call` process, cache warm: spawn to exit.

@@ -2,28 +2,15 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 use super::flags::{SandboxFlags, SourceFlags, one_of};
 use super::{CliError, print_json, runtime};
-use skillbox::agent::approve::{AgentClient, Approver};
-use skillbox::agent::control::AgentLoop;
-use skillbox::agent::mcp_config::McpConfig;
-use skillbox::agent::provider::{Provider, RetryPolicy};
-use skillbox::agent::tools::ToolHub;
-use skillbox::agent::trace::Trace;
-use skillbox::agent::{LoopOptions, Stop, Timeouts};
-use skillbox::call::ConfirmPolicy;
-use skillbox::call::Host;
-use skillbox::call::audit::AuditLog;
-use skillbox::mcp::results::DEFAULT_OUTPUT_BUDGET;
-use skillbox::mcp::{ServeOptions, Server, ToolsMode};
-use skillbox::sandbox::Sandbox;
-use skillbox::skill::{Catalog, invoke, meta};
+use skillbox::ConfirmPolicy;
+use skillbox::agent::{Agent, AgentError, Approver, McpConfig, Provider, RetryPolicy, Stop};
 
 #[derive(Args, Debug)]
 #[command(
@@ -56,7 +43,7 @@ pub struct AgentArgs {
     yes: bool,
     /// Tokens the skill catalog in the system prompt may take; past it,
     /// the model searches with find_skills.
-    #[arg(long, value_name = "TOKENS", default_value_t = skillbox::skill::resident::DEFAULT_BUDGET_TOKENS)]
+    #[arg(long, value_name = "TOKENS", default_value_t = skillbox::mcp::DEFAULT_CATALOG_BUDGET)]
     catalog_budget: usize,
     /// External MCP servers, in the common {"mcpServers": …} form.
     #[arg(long, value_name = "FILE")]
@@ -94,20 +81,24 @@ pub struct AgentArgs {
 }
 
 pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
-    let mut host_options = args.sandbox.host_options(args.sources.options(), 4)?;
-    host_options.confirm = args.confirm;
-    let config = args
+    let mut builder = args.sandbox.builder(&args.sources)?.confirm(args.confirm);
+    builder = builder.max_concurrency(4, None);
+    if let Some(file) = &args.audit {
+        builder = builder.audit_log(file);
+    } else {
+        builder = builder.default_audit_log();
+    }
+    let servers = args
         .mcp_config
         .as_deref()
         .map(McpConfig::load)
         .transpose()
         .map_err(CliError::Usage)?;
-    let retry = RetryPolicy::default();
     let provider = match Provider::from_spec(
         &args.model,
         args.base_url.as_deref(),
         Duration::from_secs(args.request_timeout_secs),
-        retry,
+        RetryPolicy::default(),
     ) {
         Ok(p) => p,
         Err(e) => {
@@ -115,81 +106,43 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
             return Ok(ExitCode::from(Stop::PROVIDER_EXIT_CODE));
         }
     };
-    let audit_path = args.audit.clone().or_else(AuditLog::default_path);
-    let audit = audit_path.as_deref().and_then(|p| AuditLog::open(p).ok());
-    let serve = ServeOptions {
-        tools_mode: ToolsMode::Lazy,
-        output_budget: DEFAULT_OUTPUT_BUDGET,
-        reload_interval: None,
-        task_after: skillbox::mcp::tasks::DEFAULT_TASK_AFTER,
-        task_ttl: skillbox::mcp::tasks::DEFAULT_TASK_TTL,
-        max_tasks: skillbox::mcp::tasks::DEFAULT_MAX_TASKS,
-        catalog_budget: args.catalog_budget,
-    };
     // The sandbox's own limit answers first, with the clearer message; the
     // client-side deadline is the backstop.
     let grace = Duration::from_secs(2);
     let override_ms = args.sandbox.timeout_ms;
     let pick = |default_ms: u64| Duration::from_millis(override_ms.unwrap_or(default_ms)) + grace;
-    let loop_options = LoopOptions {
-        max_steps: args.max_steps.max(1),
-        budget_tokens: args.budget_tokens,
-        context_tokens: args.context_tokens,
-        timeouts: Timeouts {
-            read: pick(args.read_timeout_ms),
-            write: pick(args.write_timeout_ms),
-            script: pick(args.script_timeout_ms),
-        },
-    };
-    let trace = Trace::open(args.trace.as_deref(), true)
-        .map_err(|e| CliError::Usage(format!("--trace: cannot create the file ({e})")))?;
 
     let runtime = runtime()?;
-    let (outcome, trace) = runtime.block_on(async {
-        let sandbox = Arc::new(Sandbox::new()?);
-        let host = Arc::new(Host::new(host_options, sandbox, audit).map_err(CliError::Usage)?);
-        let catalog = host.catalog();
-        let (task, invoked) = explicit_invocation(&catalog, &args.task)?;
-        let hub = ToolHub::connect(
-            Arc::new(Server::new(host, serve).map_err(|e| CliError::Other(e.into()))?),
-            config.as_ref(),
-            AgentClient::new(Approver::for_run(args.yes)),
-        )
-        .await
-        .map_err(hub_error)?;
-        // The user invoked this skill: say so to the session (as a client
-        // does by fetching the skill's prompt), so that a skill the model
-        // may not pick on its own can still run its tools in this run.
-        if let Some(name) = &invoked {
-            hub.invoke_skill(name).await.map_err(hub_error)?;
+    let run = runtime.block_on(async {
+        let skillbox = builder.build()?;
+        let mut agent = Agent::builder(&skillbox, provider)
+            .max_steps(args.max_steps)
+            .budget_tokens(args.budget_tokens)
+            .context_tokens(args.context_tokens)
+            .tool_timeouts(
+                pick(args.read_timeout_ms),
+                pick(args.write_timeout_ms),
+                pick(args.script_timeout_ms),
+            )
+            .catalog_budget(args.catalog_budget)
+            .approver(Approver::for_run(args.yes))
+            .progress(true);
+        if let Some(config) = servers {
+            agent = agent.mcp_servers(config);
         }
-        // Listing once up front refuses name clashes before any model call.
-        let tools = hub.list().await.map_err(hub_error)?;
-        if let (Some(name), Some(load)) =
-            (&invoked, tools.get(skillbox::mcp::host_tools::LOAD_SKILL))
-        {
-            let mut args = Map::new();
-            args.insert("name".into(), Value::from(name.as_str()));
-            hub.call(load, args, Duration::from_secs(30), None).await;
+        if let Some(file) = &args.trace {
+            agent = agent.trace_file(file);
         }
+        let agent = agent.build();
         eprintln!(
             "agent: {} · {} skills · max {} steps",
-            provider.describe(),
-            catalog.len(),
-            loop_options.max_steps
+            agent.model().describe(),
+            skillbox.skills().len(),
+            args.max_steps.max(1)
         );
-        let agent = AgentLoop::new(
-            &provider,
-            &hub,
-            loop_options,
-            trace,
-            &catalog.resident(args.catalog_budget).text(),
-            task,
-        );
-        let result = agent.run().await;
-        hub.close().await;
-        Ok::<_, CliError>(result)
+        agent.run(&args.task).await.map_err(agent_error)
     })?;
+    let (outcome, trace) = (run.outcome, run.trace);
 
     eprint!("\n{}", trace.table());
     eprintln!(
@@ -223,36 +176,12 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::from(code))
 }
 
-/// `/skill:NAME args` (or `/NAME args` naming a skill) at the start of the
-/// task loads that skill up front; returns the first user message and the
-/// skill invoked.
-fn explicit_invocation(
-    catalog: &Catalog,
-    task: &str,
-) -> Result<(String, Option<String>), CliError> {
-    let Some(request) = invoke::parse(task) else {
-        return Ok((task.to_string(), None));
-    };
-    let explicit = task.trim_start().starts_with("/skill:");
-    let looks_like_skill = meta::name_format_problem(request.name).is_none();
-    if !explicit && (!looks_like_skill || catalog.get(request.name).is_none()) {
-        return Ok((task.to_string(), None));
-    }
-    let skill = invoke::resolve(catalog, &request).map_err(|e| CliError::Usage(e.to_string()))?;
-    let prompt = invoke::render(
-        skill,
-        request.arguments,
-        &skillbox::mcp::host_tools::skill_dir_uri(skill.name()),
-    )
-    .map_err(|e| CliError::Usage(e.to_string()))?;
-    Ok((prompt, Some(skill.name().to_string())))
-}
-
 /// A configuration fault is a usage error (exit 2); a server failing while
 /// it runs is not (exit 1).
-fn hub_error(e: skillbox::agent::tools::HubError) -> CliError {
+fn agent_error(e: AgentError) -> CliError {
     match e {
-        skillbox::agent::tools::HubError::Config(why) => CliError::Usage(why),
-        server => CliError::Other(server.into()),
+        AgentError::Config(why) => CliError::Usage(why),
+        AgentError::Trace(e) => CliError::Usage(format!("--trace: cannot create the file ({e})")),
+        other => CliError::Other(other.into()),
     }
 }

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 
 use super::CliError;
-use skillbox::author::{NewSkill, build, new_skill};
+use skillbox::unstable::author::{NewSkill, build, new_skill};
 
 #[derive(clap::Subcommand, Debug)]
 pub enum NewCommand {
@@ -63,7 +63,9 @@ pub fn new(command: NewCommand) -> Result<ExitCode, CliError> {
 pub fn build_skill(args: BuildArgs) -> Result<ExitCode, CliError> {
     eprintln!(
         "build: cargo build --release --target wasm32-wasip2 ({})",
-        args.dir.join(skillbox::author::TOOL_CRATE).display()
+        args.dir
+            .join(skillbox::unstable::author::TOOL_CRATE)
+            .display()
     );
     let built = build(&args.dir, Stdio::inherit()).map_err(|e| CliError::Other(e.into()))?;
     for b in &built {

@@ -16,9 +16,9 @@ use serde_json::json;
 
 use super::flags::SourceFlags;
 use super::{CliError, print_json};
-use skillbox::sandbox::{CompileOrigin, DiskCache, EngineOptions, Sandbox};
-use skillbox::skill::catalog::Catalog;
-use skillbox::skill::model::Skill;
+use skillbox::unstable::sandbox::{CompileOrigin, DiskCache, EngineOptions, Sandbox};
+use skillbox::unstable::skill::catalog::Catalog;
+use skillbox::unstable::skill::model::Skill;
 
 #[derive(clap::Args, Debug)]
 pub struct CompileArgs {
@@ -73,7 +73,8 @@ pub fn run(args: CompileArgs) -> Result<ExitCode, CliError> {
         .par_iter()
         .map(|(skill, rel)| {
             let started = Instant::now();
-            let outcome = skillbox::skill::tools::load(skill, rel, &sandbox).map(|c| c.origin);
+            let outcome =
+                skillbox::unstable::skill::tools::load(skill, rel, &sandbox).map(|c| c.origin);
             let compiled = Compiled {
                 skill: skill.name().to_string(),
                 component: rel.to_string(),

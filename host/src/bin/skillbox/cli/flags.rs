@@ -6,10 +6,12 @@ use std::time::Duration;
 use clap::Args;
 
 use super::CliError;
-use skillbox::call::HostOptions;
-use skillbox::sandbox::{Grants, Limits, MAX_MEMORY_BYTES, MIB, SideEffect, WorkspaceGrant};
-use skillbox::skill::SourceOptions;
-use skillbox::skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, UserPolicy};
+use skillbox::unstable::sandbox::{
+    Grants, Limits, MAX_MEMORY_BYTES, MIB, SideEffect, WorkspaceGrant,
+};
+use skillbox::unstable::skill::SourceOptions;
+use skillbox::unstable::skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, UserPolicy};
+use skillbox::{Builder, Skillbox};
 
 /// A flag that takes one of `names`, parsed with the library type's own
 /// `FromStr`, so the library needs no command-line derive.
@@ -169,21 +171,26 @@ impl SandboxFlags {
         }
     }
 
-    /// The host's options: the user's policy and limits over these sources.
-    pub fn host_options(
-        &self,
-        sources: SourceOptions,
-        max_concurrency: usize,
-    ) -> Result<HostOptions, CliError> {
-        Ok(HostOptions {
-            sources,
-            policy: self.policy()?,
-            overrides: self.overrides(),
-            max_concurrency,
-            max_per_client: max_concurrency,
-            read_only: self.read_only,
-            confirm: skillbox::call::ConfirmPolicy::Never,
-        })
+    /// A host builder with the user's sources, grants and limits: the
+    /// skills a `skillbox` command sees, and nothing granted beyond the
+    /// flags.
+    pub fn builder(&self, sources: &SourceFlags) -> Result<Builder, CliError> {
+        let policy = self.policy()?;
+        let mut builder = sources
+            .apply(Skillbox::builder())
+            .ceilings(policy.ceilings)
+            .limits(self.overrides())
+            .read_only(self.read_only);
+        if let Some(dir) = policy.workspace {
+            builder = builder.workspace(dir, policy.allow_write);
+        }
+        for grant in policy.allow_env {
+            builder = builder.allow_env(grant);
+        }
+        for grant in policy.allow_net {
+            builder = builder.allow_net(grant);
+        }
+        Ok(builder)
     }
 
     pub fn limits(&self, class: SideEffect) -> Limits {
@@ -217,12 +224,36 @@ pub struct SourceFlags {
 }
 
 impl SourceFlags {
+    /// Adds these sources to a host builder: the installed skills, then
+    /// each `--skills` folder (the later, the higher its precedence).
+    pub fn apply(&self, builder: Builder) -> Builder {
+        let defaults = skillbox::unstable::DiscoveryLimits::default();
+        let mut builder = builder
+            .installed_skills(self.trust_project)
+            .discovery_limits(
+                self.max_skills.unwrap_or(defaults.max_skills),
+                self.max_entries.unwrap_or(defaults.max_entries),
+            );
+        for dir in &self.skills {
+            builder = builder.skills_dir(dir.clone());
+        }
+        for name in &self.only {
+            builder = builder.only_skill(name.clone());
+        }
+        for name in &self.exclude {
+            builder = builder.exclude_skill(name.clone());
+        }
+        builder
+    }
+
+    /// The sources as the catalog reads them, for commands that list or
+    /// compile skills without serving them.
     pub fn options(&self) -> SourceOptions {
-        let defaults = skillbox::skill::discover::Limits::default();
+        let defaults = skillbox::unstable::skill::discover::Limits::default();
         SourceOptions {
             only: self.only.clone(),
             exclude: self.exclude.clone(),
-            limits: skillbox::skill::discover::Limits {
+            limits: skillbox::unstable::skill::discover::Limits {
                 max_skills: self.max_skills.unwrap_or(defaults.max_skills),
                 max_entries: self.max_entries.unwrap_or(defaults.max_entries),
                 ..defaults

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use serde_json::Value;
 
-use skillbox::sandbox::SandboxError;
+use skillbox::unstable::sandbox::SandboxError;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -85,6 +85,17 @@ enum CliError {
 impl From<SandboxError> for CliError {
     fn from(e: SandboxError) -> Self {
         CliError::Sandbox(e)
+    }
+}
+
+/// A host that cannot be built because of what the user passed is a usage
+/// error; an engine that cannot start is not.
+impl From<skillbox::BuildError> for CliError {
+    fn from(e: skillbox::BuildError) -> Self {
+        match e {
+            skillbox::BuildError::Engine(_) => CliError::Other(anyhow::anyhow!("{e}")),
+            e => CliError::Usage(e.to_string()),
+        }
     }
 }
 

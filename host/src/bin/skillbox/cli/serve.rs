@@ -11,14 +11,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::flags::{SandboxFlags, SourceFlags, one_of};
 use super::{CliError, runtime};
-use skillbox::call::ConfirmPolicy;
-use skillbox::call::Host;
-use skillbox::call::audit::AuditLog;
-use skillbox::mcp::http::{self, DEFAULT_MAX_BODY_BYTES, HttpOptions};
-use skillbox::mcp::oauth::{OAuthOptions, Verifier};
-use skillbox::mcp::results::DEFAULT_OUTPUT_BUDGET;
-use skillbox::mcp::{ServeOptions, Server, ToolsMode, banner, reload, stdio};
-use skillbox::sandbox::Sandbox;
+use skillbox::ConfirmPolicy;
+use skillbox::mcp::{
+    BearerToken, DEFAULT_MAX_BODY_BYTES, DEFAULT_OUTPUT_BUDGET, HttpOptions, OAuthOptions,
+    OAuthVerifier, Server, ToolsMode, parse_addr,
+};
 
 #[derive(Args, Debug)]
 pub struct ServeArgs {
@@ -35,18 +32,18 @@ pub struct ServeArgs {
     /// A call still running after this many milliseconds becomes a task
     /// (for clients that declare the tasks extension); 0 makes every
     /// skill tool call and script run a task.
-    #[arg(long, value_name = "MS", default_value_t = skillbox::mcp::tasks::DEFAULT_TASK_AFTER.as_millis() as u64)]
+    #[arg(long, value_name = "MS", default_value_t = skillbox::mcp::DEFAULT_TASK_AFTER.as_millis() as u64)]
     task_after_ms: u64,
     /// Tasks running at once; past it, long calls finish in their request.
-    #[arg(long, value_name = "N", default_value_t = skillbox::mcp::tasks::DEFAULT_MAX_TASKS)]
+    #[arg(long, value_name = "N", default_value_t = skillbox::mcp::DEFAULT_MAX_TASKS)]
     max_tasks: usize,
     /// How long a task and its result are kept, in seconds.
-    #[arg(long, value_name = "SECS", default_value_t = skillbox::mcp::tasks::DEFAULT_TASK_TTL.as_secs())]
+    #[arg(long, value_name = "SECS", default_value_t = skillbox::mcp::DEFAULT_TASK_TTL.as_secs())]
     task_ttl_secs: u64,
     /// Tokens the resident skill catalog (load_skill's description) may
     /// take; past it, descriptions shorten, then skills are left to
     /// find_skills.
-    #[arg(long, value_name = "TOKENS", default_value_t = skillbox::skill::resident::DEFAULT_BUDGET_TOKENS)]
+    #[arg(long, value_name = "TOKENS", default_value_t = skillbox::mcp::DEFAULT_CATALOG_BUDGET)]
     catalog_budget: usize,
     /// List skill tools after load_skill (lazy) or all up front (all).
     #[arg(long, value_parser = one_of::<ToolsMode>(ToolsMode::NAMES), default_value = "lazy")]
@@ -89,10 +86,10 @@ pub struct ServeArgs {
     #[arg(long)]
     insecure_no_auth: bool,
     /// HTTP connections open at once; more wait to be accepted.
-    #[arg(long, value_name = "N", default_value_t = skillbox::mcp::http_guard::DEFAULT_MAX_CONNECTIONS)]
+    #[arg(long, value_name = "N", default_value_t = skillbox::mcp::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
     /// HTTP sessions (2025-11-25 clients) open at once; idle ones end after five minutes.
-    #[arg(long, value_name = "N", default_value_t = skillbox::mcp::http_guard::DEFAULT_MAX_SESSIONS)]
+    #[arg(long, value_name = "N", default_value_t = skillbox::mcp::DEFAULT_MAX_SESSIONS)]
     max_sessions: usize,
     /// Largest HTTP request body, in bytes.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BODY_BYTES)]
@@ -123,110 +120,91 @@ pub struct ServeArgs {
 }
 
 pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
-    let mut host_options = args
+    let mut builder = args
         .sandbox
-        .host_options(args.sources.options(), args.max_concurrency)?;
-    host_options.confirm = args.confirm;
-    host_options.max_per_client = args
-        .max_calls_per_client
-        .unwrap_or(args.max_concurrency / 2)
-        .max(1);
+        .builder(&args.sources)?
+        .confirm(args.confirm)
+        .max_concurrency(args.max_concurrency, args.max_calls_per_client);
+    if let Some(file) = &args.audit {
+        builder = builder.audit_log(file);
+    } else if !args.no_audit {
+        builder = builder.default_audit_log();
+    }
     let http_addr = args
         .http
         .as_deref()
-        .map(http::parse_addr)
+        .map(parse_addr)
         .transpose()
         .map_err(CliError::Usage)?;
-    let audit_path = if args.no_audit {
-        None
-    } else {
-        args.audit.clone().or_else(AuditLog::default_path)
-    };
-    let audit = match &audit_path {
-        None => None,
-        Some(path) => Some(AuditLog::open(path).map_err(|e| {
-            CliError::Usage(format!(
-                "--audit {}: cannot open it for appending ({e})",
-                path.display()
-            ))
-        })?),
-    };
-    let options = ServeOptions {
-        tools_mode: args.tools,
-        output_budget: args.output_budget.max(1024),
-        reload_interval: (args.reload_ms > 0).then(|| Duration::from_millis(args.reload_ms)),
-        task_after: Duration::from_millis(args.task_after_ms),
-        task_ttl: Duration::from_secs(args.task_ttl_secs.max(1)),
-        max_tasks: args.max_tasks,
-        catalog_budget: args.catalog_budget,
-    };
     let runtime = runtime()?;
     runtime.block_on(async move {
-        let sandbox = Arc::new(Sandbox::new()?);
-        let baseline = reload::fingerprint_sources(&host_options.sources);
-        let host = Arc::new(Host::new(host_options, sandbox, audit).map_err(CliError::Usage)?);
-        let host = Arc::new(Server::new(host, options).map_err(|e| CliError::Other(e.into()))?);
-        if let Some(interval) = host.options.reload_interval {
-            tokio::spawn(reload::watch(host.clone(), interval, baseline));
-        }
+        let skillbox = builder.build()?;
+        let server = Server::builder(&skillbox)
+            .tools(args.tools)
+            .output_budget(args.output_budget)
+            .reload_every((args.reload_ms > 0).then(|| Duration::from_millis(args.reload_ms)))
+            .tasks(
+                Duration::from_millis(args.task_after_ms),
+                Duration::from_secs(args.task_ttl_secs),
+                args.max_tasks,
+            )
+            .catalog_budget(args.catalog_budget)
+            .build()
+            .map_err(|e| CliError::Other(e.into()))?;
         let show_banner = args.banner || std::io::stderr().is_terminal();
-        match http_addr {
-            None => {
-                if show_banner {
-                    eprint!("{}", banner::render(&host, "stdio"));
-                }
-                stdio::serve(host).await.map_err(CliError::Other)?;
+        let Some(addr) = http_addr else {
+            if show_banner {
+                eprint!("{}", server.banner("stdio"));
             }
-            Some(addr) => {
-                let shutdown = CancellationToken::new();
-                let options = HttpOptions {
-                    addr,
-                    allowed_hosts: args.allow_host,
-                    allowed_origins: args.allow_origin,
-                    max_body_bytes: args.max_body_bytes,
-                    auth: args
-                        .auth_token_file
-                        .as_deref()
-                        .map(skillbox::mcp::http_guard::BearerToken::from_file)
-                        .transpose()
-                        .map_err(CliError::Usage)?,
-                    oauth: match args.oauth_issuer {
-                        None => None,
-                        Some(issuer) => Some(Arc::new(
-                            Verifier::start(OAuthOptions {
-                                issuer,
-                                resource: args.oauth_resource.unwrap_or_default(),
-                                jwks_url: args.oauth_jwks_url,
-                                scopes: args.oauth_scope,
-                            })
-                            .await
-                            .map_err(CliError::Usage)?,
-                        )),
-                    },
-                    insecure_no_auth: args.insecure_no_auth,
-                    max_connections: args.max_connections,
-                    max_sessions: args.max_sessions,
-                };
-                if args.insecure_no_auth && !addr.ip().is_loopback() {
-                    eprintln!(
-                        "WARNING: serving {addr} WITHOUT AUTHENTICATION (--insecure-no-auth): anyone \
-                         who can reach this address can run the skills with your grants"
-                    );
-                }
-                let (bound, task) = http::serve(host.clone(), options, shutdown.clone())
-                    .await
-                    .map_err(|e| CliError::Usage(format!("{e:#}")))?;
-                let endpoint = format!("http://{bound}/mcp");
-                if show_banner {
-                    eprint!("{}", banner::render(&host, &endpoint));
-                } else {
-                    eprintln!("skillbox: serving MCP at {endpoint}");
-                }
-                let _ = tokio::signal::ctrl_c().await;
-                shutdown.cancel();
-                let _ = task.await;
-            }
+            return server
+                .serve_stdio()
+                .await
+                .map_err(|e| CliError::Other(e.into()));
+        };
+        let mut options = HttpOptions::new(addr);
+        options.allowed_hosts = args.allow_host;
+        options.allowed_origins = args.allow_origin;
+        options.max_body_bytes = args.max_body_bytes;
+        options.insecure_no_auth = args.insecure_no_auth;
+        options.max_connections = args.max_connections;
+        options.max_sessions = args.max_sessions;
+        options.auth = args
+            .auth_token_file
+            .as_deref()
+            .map(BearerToken::from_file)
+            .transpose()
+            .map_err(CliError::Usage)?;
+        if let Some(issuer) = args.oauth_issuer {
+            let verifier = OAuthVerifier::start(OAuthOptions {
+                issuer,
+                resource: args.oauth_resource.unwrap_or_default(),
+                jwks_url: args.oauth_jwks_url,
+                scopes: args.oauth_scope,
+            })
+            .await
+            .map_err(CliError::Usage)?;
+            options.oauth = Some(Arc::new(verifier));
         }
+        if args.insecure_no_auth && !addr.ip().is_loopback() {
+            eprintln!(
+                "WARNING: serving {addr} WITHOUT AUTHENTICATION (--insecure-no-auth): anyone \
+                 who can reach this address can run the skills with your grants"
+            );
+        }
+        let shutdown = CancellationToken::new();
+        let (bound, task) = server
+            .serve_http(options, shutdown.clone())
+            .await
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+        let endpoint = format!("http://{bound}/mcp");
+        if show_banner {
+            eprint!("{}", server.banner(&endpoint));
+        } else {
+            eprintln!("skillbox: serving MCP at {endpoint}");
+        }
+        let _ = tokio::signal::ctrl_c().await;
+        shutdown.cancel();
+        let _ = task.await;
         Ok::<_, CliError>(())
     })?;
     Ok(ExitCode::SUCCESS)

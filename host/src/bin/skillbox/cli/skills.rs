@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 
 use super::flags::SourceFlags;
 use super::{CliError, print_json};
-use skillbox::sandbox::Sandbox;
-use skillbox::skill::diagnostic::has_errors;
-use skillbox::skill::{Catalog, Skill, check, tokens, tools};
+use skillbox::unstable::sandbox::Sandbox;
+use skillbox::unstable::skill::diagnostic::has_errors;
+use skillbox::unstable::skill::{Catalog, Skill, check, tokens, tools};
 
 #[derive(Subcommand, Debug)]
 pub enum SkillsCommand {
@@ -40,7 +40,7 @@ pub enum SkillsCommand {
         #[command(flatten)]
         sources: SourceFlags,
         /// The resident catalog's budget, as for `serve --catalog-budget`.
-        #[arg(long, value_name = "TOKENS", default_value_t = skillbox::skill::resident::DEFAULT_BUDGET_TOKENS)]
+        #[arg(long, value_name = "TOKENS", default_value_t = skillbox::unstable::skill::resident::DEFAULT_BUDGET_TOKENS)]
         catalog_budget: usize,
         #[arg(long)]
         json: bool,
@@ -61,7 +61,7 @@ pub fn run(command: SkillsCommand) -> Result<ExitCode, CliError> {
 
 /// The catalog line a model sees for a skill before activating it.
 pub fn catalog_entry(skill: &Skill) -> String {
-    skillbox::skill::resident::line(skill, false)
+    skillbox::unstable::skill::resident::line(skill, false)
 }
 
 fn tool_count(skill: &Skill) -> String {
@@ -207,8 +207,8 @@ fn token_report(sources: &SourceFlags, budget: usize, as_json: bool) -> Result<E
     let mut per_skill = Vec::new();
     // What the server really sends: its host tools, and every skill tool
     // the model may use, serialized as in tools/list.
-    let host_tools = skillbox::mcp::host_tools::definitions(&catalog, false, budget);
-    let unbudgeted = skillbox::mcp::host_tools::definitions(&catalog, false, usize::MAX);
+    let host_tools = skillbox::unstable::mcp::definitions(&catalog, false, budget);
+    let unbudgeted = skillbox::unstable::mcp::definitions(&catalog, false, usize::MAX);
     let mut all_tools = host_tools.clone();
     for skill in catalog.skills() {
         let tier1 = if skill.model_invocable() {
@@ -229,7 +229,7 @@ fn token_report(sources: &SourceFlags, budget: usize, as_json: bool) -> Result<E
             all_tools.extend(
                 skill_tools
                     .iter()
-                    .map(skillbox::mcp::host_tools::skill_tool_definition),
+                    .map(skillbox::unstable::mcp::skill_tool_definition),
             );
         }
         let body = tokens::count(&skill.body);

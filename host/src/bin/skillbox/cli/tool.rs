@@ -8,15 +8,10 @@ use serde_json::{Value, json};
 
 use super::flags::{SandboxFlags, SourceFlags};
 use super::{CliError, print_json, runtime};
-use std::sync::Arc;
-
-use tokio_util::sync::CancellationToken;
-
-use skillbox::call::audit::AuditLog;
-use skillbox::call::redact::Redactor;
-use skillbox::call::{CallError, Caller, Host, Outcome, Target};
-use skillbox::sandbox::{Sandbox, SideEffect};
-use skillbox::skill::tools::split_tool_name;
+use skillbox::unstable::call::redact::Redactor;
+use skillbox::unstable::sandbox::{Sandbox, SideEffect};
+use skillbox::unstable::skill::tools::split_tool_name;
+use skillbox::{BuildError, CallError, CancellationToken, Skillbox};
 
 #[derive(Args, Debug)]
 pub struct CallArgs {
@@ -111,51 +106,51 @@ fn call_skill_tool(args: &CallArgs, json_args: &Value) -> Result<ExitCode, CliEr
             args.tool
         )));
     }
-    let target = Target::Tool {
-        name: args.tool.clone(),
-        arguments: json_args.clone(),
-    };
-    let Outcome::Value(value) = call_through_host(&args.sandbox, &args.sources, target)? else {
-        unreachable!("a tool call returns a value")
-    };
-    print_json(&value);
+    let skillbox = one_call_host(&args.sandbox, &args.sources)?;
+    let output = runtime()?.block_on(skillbox.call_tool(&args.tool, json_args.clone()));
+    let output = finish(output)?;
+    print_notes(&output.notes);
+    print_json(&output.value);
     Ok(ExitCode::SUCCESS)
 }
 
-/// Runs a skill's tool or script the way every caller does: through the
-/// host's one call path (policy, grants, limits, audit, sandbox). The user
-/// at the command line may call any loaded skill.
-fn call_through_host(
-    sandbox_flags: &SandboxFlags,
-    sources: &SourceFlags,
-    target: Target,
-) -> Result<Outcome, CliError> {
-    let options = sandbox_flags.host_options(sources.options(), 1)?;
-    runtime()?.block_on(async {
-        let sandbox = Arc::new(Sandbox::new()?);
-        let audit = AuditLog::default_path().and_then(|p| AuditLog::open(&p).ok());
-        let host = Arc::new(Host::new(options, sandbox, audit).map_err(CliError::Usage)?);
-        let reply = host
-            .call(&Caller::default(), target, &CancellationToken::new())
-            .await;
-        let notes = match &reply {
-            Ok(r) => r.notes.as_slice(),
-            Err(e) => e.notes(),
-        };
-        for note in notes {
-            eprintln!("note: {note}");
+/// A host for one call from the command line: the user's sources, grants
+/// and limits, and the audit log in the user's state folder (left out,
+/// with a warning, when it cannot be opened).
+fn one_call_host(sandbox: &SandboxFlags, sources: &SourceFlags) -> Result<Skillbox, CliError> {
+    let builder = sandbox.builder(sources)?.max_concurrency(1, None);
+    match builder.clone().default_audit_log().build() {
+        Err(e @ BuildError::AuditLog { .. }) => {
+            eprintln!("warning: {e}; this call is not audited");
+            Ok(builder.build()?)
         }
-        match reply {
-            Ok(reply) => Ok(reply.outcome),
-            Err(CallError::Sandbox { error, .. }) => Err(CliError::Sandbox(error)),
-            Err(
-                e @ (CallError::UnknownTool { .. }
-                | CallError::NoSuchSkill { .. }
-                | CallError::NoSuchScript { .. }),
-            ) => Err(CliError::Usage(e.to_string())),
-            Err(e) => Err(CliError::Other(anyhow::anyhow!("{e}"))),
-        }
+        built => Ok(built?),
+    }
+}
+
+/// Prints the notes a call carries, and maps its error onto an exit code:
+/// a name that does not exist is a usage error, a failed call is not.
+fn finish<T>(result: Result<T, CallError>) -> Result<T, CliError> {
+    let notes = match &result {
+        Ok(_) => &[][..],
+        Err(e) => e.notes(),
+    };
+    for note in notes {
+        eprintln!("note: {note}");
+    }
+    result.map_err(|e| match e {
+        CallError::Sandbox { error, .. } => CliError::Sandbox(error),
+        e @ (CallError::UnknownTool { .. }
+        | CallError::NoSuchSkill { .. }
+        | CallError::NoSuchScript { .. }) => CliError::Usage(e.to_string()),
+        e => CliError::Other(anyhow::anyhow!("{e}")),
     })
+}
+
+fn print_notes(notes: &[String]) {
+    for note in notes {
+        eprintln!("note: {note}");
+    }
 }
 
 pub fn inspect(path: &Path) -> Result<ExitCode, CliError> {
@@ -172,7 +167,7 @@ pub fn inspect(path: &Path) -> Result<ExitCode, CliError> {
                 "interface": f.interface,
                 "function": f.function,
                 "inputSchema": f.input_schema(),
-                "outputSchema": f.result.as_ref().map(skillbox::schema::output_schema),
+                "outputSchema": f.result.as_ref().map(skillbox::unstable::schema::output_schema),
             })
         })
         .collect();
@@ -204,23 +199,24 @@ pub fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
             CliError::Usage(format!("--stdin {}: cannot read it ({e})", path.display()))
         })?,
     };
-    let outcome = match (&args.component, &args.script) {
+    let (stdout, stderr, exit_code) = match (&args.component, &args.script) {
         (_, Some(spec)) => {
             let (skill, script) = spec.split_once('/').ok_or_else(|| {
                 CliError::Usage(format!(
                     "--script {spec}: use SKILL/SCRIPT, e.g. release-check/release-check"
                 ))
             })?;
-            let target = Target::Script {
-                skill: skill.to_string(),
-                script: script.to_string(),
-                args: args.args.clone(),
+            let skillbox = one_call_host(&args.sandbox, &args.sources)?;
+            let output = runtime()?.block_on(skillbox.run_script(
+                skill,
+                script,
+                args.args.clone(),
                 stdin,
-            };
-            match call_through_host(&args.sandbox, &args.sources, target)? {
-                Outcome::Script(outcome) => outcome,
-                Outcome::Value(_) => unreachable!("a script run returns a script outcome"),
-            }
+                &CancellationToken::new(),
+            ));
+            let output = finish(output)?;
+            print_notes(&output.notes);
+            (output.stdout, output.stderr, output.exit_code)
         }
         (Some(component), None) => {
             require_file(component)?;
@@ -235,12 +231,14 @@ pub fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
             let sandbox = Sandbox::new()?;
             let component = sandbox.load_file(component)?;
             let redactor = Redactor::new(grants.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-            let mut outcome = runtime()?
+            let outcome = runtime()?
                 .block_on(sandbox.run_script(&component, argv, stdin, &grants, &limits))
                 .map_err(|e| redactor.error(e))?;
-            outcome.stdout = redactor.text(&outcome.stdout);
-            outcome.stderr = redactor.text(&outcome.stderr);
-            outcome
+            (
+                redactor.text(&outcome.stdout),
+                redactor.text(&outcome.stderr),
+                outcome.exit_code,
+            )
         }
         (None, None) => {
             return Err(CliError::Usage(
@@ -248,9 +246,9 @@ pub fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
             ));
         }
     };
-    print!("{}", outcome.stdout);
-    eprint!("{}", outcome.stderr);
-    Ok(ExitCode::from(exit_byte(outcome.exit_code)))
+    print!("{stdout}");
+    eprint!("{stderr}");
+    Ok(ExitCode::from(exit_byte(exit_code)))
 }
 
 /// Maps a guest exit code onto a process exit status (0–255), keeping
