@@ -31,13 +31,19 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    fn backoff(&self, attempt: u32) -> Duration {
-        let exp = self.base_delay.saturating_mul(1 << attempt.min(16));
-        let jitter_ms = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos() % 250)
-            .unwrap_or(0);
-        (exp + Duration::from_millis(u64::from(jitter_ms))).min(self.max_delay)
+    /// The waits before each retry: doubling from `base_delay`, with
+    /// random jitter so clients that failed together do not retry
+    /// together, and at most `max_delay`; `retries` of them.
+    fn delays(&self) -> impl Iterator<Item = Duration> + use<> {
+        use backon::BackoffBuilder;
+        let max = self.max_delay;
+        backon::ExponentialBuilder::default()
+            .with_min_delay(self.base_delay)
+            .with_max_delay(max)
+            .with_max_times(self.retries as usize)
+            .with_jitter()
+            .build()
+            .map(move |delay| delay.min(max))
     }
 }
 
@@ -69,7 +75,8 @@ pub async fn send_json(
     policy: RetryPolicy,
     build: impl Fn() -> RequestBuilder,
 ) -> Result<serde_json::Value, ProviderError> {
-    let mut attempt = 0;
+    let mut delays = policy.delays();
+    let mut connect_retried = false;
     loop {
         let outcome = build().send().await;
         let delay = match outcome {
@@ -78,8 +85,11 @@ pub async fn send_json(
                     ProviderError::BadReply(format!("the body is not the expected JSON ({e})"))
                 });
             }
-            Ok(response) if retryable(response.status()) && attempt < policy.retries => {
-                let wait = retry_after(&response).unwrap_or_else(|| policy.backoff(attempt));
+            Ok(response) if retryable(response.status()) => {
+                let Some(backoff) = delays.next() else {
+                    return Err(http_error(url, response).await);
+                };
+                let wait = retry_after(&response).unwrap_or(backoff);
                 tracing::warn!(
                     "{url} answered {}; retrying in {} ms",
                     response.status(),
@@ -87,22 +97,19 @@ pub async fn send_json(
                 );
                 wait.min(policy.max_delay)
             }
-            Ok(response) => {
-                let status = response.status().as_u16();
-                let body = response.text().await.unwrap_or_default();
-                return Err(ProviderError::Http {
-                    url: url.to_string(),
-                    status,
-                    body: crate::agent::trace::clip(&body, 300),
-                });
-            }
+            Ok(response) => return Err(http_error(url, response).await),
             Err(e) if e.is_timeout() => {
                 return Err(ProviderError::Timeout {
                     url: url.to_string(),
                     timeout,
                 });
             }
-            Err(e) if e.is_connect() && attempt < policy.retries.min(1) => policy.backoff(attempt),
+            // A refused connection is retried once: a local server may be
+            // starting; past that, the message says what to check.
+            Err(e) if e.is_connect() && !connect_retried && policy.retries > 0 => {
+                connect_retried = true;
+                policy.base_delay
+            }
             Err(e) => {
                 let reason = if e.is_connect() {
                     "connection refused or no route".to_string()
@@ -115,8 +122,18 @@ pub async fn send_json(
                 });
             }
         };
-        attempt += 1;
         tokio::time::sleep(delay).await;
+    }
+}
+
+/// A response that will not be retried, as the error the caller sees.
+async fn http_error(url: &str, response: Response) -> ProviderError {
+    let status = response.status().as_u16();
+    let body = response.text().await.unwrap_or_default();
+    ProviderError::Http {
+        url: url.to_string(),
+        status,
+        body: crate::agent::trace::clip(&body, 300),
     }
 }
 
@@ -135,10 +152,16 @@ mod tests {
     }
 
     #[test]
-    fn backoff_grows_and_is_capped() {
-        let p = RetryPolicy::default();
-        assert!(p.backoff(0) >= Duration::from_millis(500));
-        assert!(p.backoff(1) >= Duration::from_millis(1000));
-        assert_eq!(p.backoff(20), p.max_delay);
+    fn delays_grow_are_capped_and_run_out() {
+        let p = RetryPolicy {
+            retries: 8,
+            ..RetryPolicy::default()
+        };
+        let delays: Vec<Duration> = p.delays().collect();
+        assert_eq!(delays.len(), 8);
+        assert!(delays[0] >= p.base_delay, "{delays:?}");
+        assert!(delays[1] >= 2 * p.base_delay, "{delays:?}");
+        assert!(delays.iter().all(|d| *d <= p.max_delay), "{delays:?}");
+        assert_eq!(delays[7], p.max_delay, "{delays:?}");
     }
 }
