@@ -76,8 +76,10 @@ mod schema;
 mod skill;
 
 pub use call::{CallError, ConfirmPolicy};
-pub use embed::{BuildError, Builder, ScriptOutput, SkillInfo, Skillbox, ToolInfo, ToolOutput};
-pub use sandbox::{Mount, NetRequest, QuotaKind, SandboxError, Usage};
+pub use embed::{
+    BuildError, Builder, Compiled, ScriptOutput, SkillInfo, Skillbox, ToolInfo, ToolOutput,
+};
+pub use sandbox::{Mount, NetRequest, NetRule, QuotaKind, SandboxError, Usage};
 pub use schema::ArgError;
 pub use skill::Effect;
 pub use skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant};

@@ -55,6 +55,39 @@ pub struct Run {
 
 /// The agent loop over a [`Skillbox`]'s skills, external MCP servers and a
 /// model. Built once, it runs one task per [`Agent::run`].
+///
+/// The model is any [`Model`]: the built-in [`super::Provider`]
+/// (OpenAI-compatible or Anthropic), or a client of the application's own.
+///
+/// ```no_run
+/// use skillbox::agent::{Agent, Model, ModelRequest, ModelResponse, ProviderError};
+///
+/// /// A stand-in for the application's own model client.
+/// struct Gateway;
+///
+/// impl Model for Gateway {
+///     async fn complete(&self, _: &ModelRequest<'_>) -> Result<ModelResponse, ProviderError> {
+///         Ok(ModelResponse {
+///             text: Some("done".into()),
+///             tool_calls: Vec::new(),
+///             usage: Default::default(),
+///             stop_reason: None,
+///         })
+///     }
+///
+///     fn describe(&self) -> String {
+///         "gateway".into()
+///     }
+/// }
+///
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// let skillbox = skillbox::Skillbox::builder().skills_dir("skills").build()?;
+/// let agent = Agent::builder(&skillbox, Gateway).max_steps(10).build();
+/// let run = agent.run("Summarise the errors in logs/app.log").await?;
+/// println!("{}", run.outcome.answer);
+/// # Ok(())
+/// # }
+/// ```
 pub struct Agent<M: Model> {
     skillbox: Skillbox,
     model: M,

@@ -31,7 +31,7 @@ impl ConfirmPolicy {
     pub const NAMES: &'static [&'static str] = &["destructive", "write", "never"];
 
     /// Whether a call of this class needs the user's confirmation.
-    pub fn needs(self, class: SideEffect) -> bool {
+    pub(crate) fn needs(self, class: SideEffect) -> bool {
         match self {
             ConfirmPolicy::Never => false,
             ConfirmPolicy::Destructive => class == SideEffect::Destructive,

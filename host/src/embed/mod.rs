@@ -3,6 +3,7 @@
 //! (policy, grants, limits, audit, a fresh sandbox).
 
 mod builder;
+mod compile;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -11,6 +12,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use builder::Builder;
+pub use compile::Compiled;
 
 use crate::call::{CallError, Caller, Host, Outcome, Target};
 use crate::sandbox::{NetRequest, Usage};

@@ -12,6 +12,19 @@ use crate::Skillbox;
 /// `load_skill`, `read_skill_file`, `run_script` and the skills' tools,
 /// each call through the host's one call path. Cheap to clone; clones
 /// serve the same sessions' shared state (tasks, reload notifications).
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::time::Duration;
+///
+/// let skillbox = skillbox::Skillbox::builder().skills_dir("skills").build()?;
+/// let server = skillbox::mcp::Server::builder(&skillbox)
+///     .reload_every(Some(Duration::from_secs(2)))
+///     .build()?;
+/// server.serve_stdio().await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct Server {
     shared: Arc<Shared>,

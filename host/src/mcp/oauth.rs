@@ -124,7 +124,7 @@ impl Verifier {
     /// Verifies a bearer token: signature by an issuer key, `iss`, `aud`,
     /// `exp` (required), `nbf`, and the required scopes. Returns the
     /// token's subject.
-    pub async fn verify(&self, token: &str) -> Result<Subject, Refusal> {
+    pub(crate) async fn verify(&self, token: &str) -> Result<Subject, Refusal> {
         let invalid = |why: &str| Refusal::InvalidToken(why.to_string());
         let header =
             jsonwebtoken::decode_header(token).map_err(|_| invalid("the token is not a JWT"))?;

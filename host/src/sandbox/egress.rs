@@ -32,7 +32,9 @@ use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpH
 /// One `host[:port]` a call may reach. Without a port, 80 and 443 match.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct NetRule {
+    /// A host name or IP address, lowercase.
     pub host: String,
+    /// The port; `None` matches 80 and 443.
     pub port: Option<u16>,
 }
 

@@ -9,7 +9,11 @@ use std::time::Duration;
 use super::quota::{Mount, QuotaKind};
 use crate::schema::ArgError;
 
+/// Why a sandboxed call failed, as a kind a caller can branch on. Each
+/// message says what happened, why, and what to do next.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+#[deny(missing_docs)]
 pub enum SandboxError {
     #[error(
         "timeout: the tool was stopped after {} ms, its wall-clock limit. It was still running, \
@@ -17,27 +21,40 @@ pub enum SandboxError {
          file, fewer lines, a tighter pattern); if the work is legitimate, the user can raise the \
          limit (--timeout-ms).", limit.as_millis()
     )]
-    Timeout { limit: Duration },
+    /// The call ran past its wall-clock limit.
+    Timeout {
+        /// The limit it had.
+        limit: Duration,
+    },
 
     #[error(
         "out of fuel: the tool used its whole CPU budget of {fuel} instructions and was stopped. \
          It did more work than one call may, or it loops. Narrow the request; if the work is \
          legitimate, the user can raise the budget (--fuel)."
     )]
-    OutOfFuel { fuel: u64 },
+    /// The call used its whole CPU budget.
+    OutOfFuel {
+        /// The budget it had, in fuel units.
+        fuel: u64,
+    },
 
     #[error(
         "memory limit: the tool tried to grow its memory past {} MiB and was stopped. The input \
          is too large to hold at once, or the tool leaks. Narrow the request; if the work is \
          legitimate, the user can raise the cap (--memory-mib).", limit_bytes / (1024 * 1024)
     )]
-    MemoryLimit { limit_bytes: usize },
+    /// The guest tried to grow its memory past the cap.
+    MemoryLimit {
+        /// The cap, in bytes.
+        limit_bytes: usize,
+    },
 
     #[error(
         "stack overflow: the tool recursed deeper than its call stack allows and was stopped. \
          The input is nested too deeply for it, or the tool recurses without end. Try a smaller \
          or flatter input."
     )]
+    /// The guest's call stack overflowed.
     StackOverflow,
 
     #[error(
@@ -45,12 +62,22 @@ pub enum SandboxError {
          Ask for less: a narrower range, fewer matches, a filter; the user can raise the cap \
          (--max-output-bytes)."
     )]
-    OutputLimit { stream: &'static str, limit: usize },
+    /// The guest wrote more than the output cap.
+    OutputLimit {
+        /// `stdout`, `stderr` or `result`.
+        stream: &'static str,
+        /// The cap, in bytes.
+        limit: usize,
+    },
 
     #[error("{}", quota_message(*mount, *what, *limit))]
+    /// The guest went over a write quota of its `/tmp` or the workspace.
     Quota {
+        /// Which mount.
         mount: Mount,
+        /// Bytes or entries.
         what: QuotaKind,
+        /// The quota.
         limit: u64,
     },
 
@@ -58,11 +85,15 @@ pub enum SandboxError {
         "invalid arguments: {0}. Nothing was run. Fix this argument to match the tool's \
          inputSchema and call again."
     )]
+    /// The arguments do not match the tool's input schema; nothing ran.
     InvalidArguments(#[from] ArgError),
 
     #[error("the tool reported an error: {message}")]
+    /// The tool ran and returned its own error (a `result::err`).
     ToolError {
+        /// The error as text.
         message: String,
+        /// The error value as JSON.
         value: serde_json::Value,
     },
 
@@ -71,21 +102,40 @@ pub enum SandboxError {
          retrying the same call will crash again. Try different input, or report it to the \
          skill's author.{stderr}"
     )]
-    Trap { message: String, stderr: String },
+    /// The guest crashed (a trap, a panic).
+    Trap {
+        /// What the trap was.
+        message: String,
+        /// The end of what it printed on stderr, redacted.
+        stderr: String,
+    },
 
     #[error("denied: {what}. Only the user can grant this, when starting skillbox.")]
-    Denied { what: String },
+    /// The guest asked for something not granted.
+    Denied {
+        /// What it asked for.
+        what: String,
+    },
 
     #[error("no function `{name}` in this component; it exports: {available}")]
-    NoSuchFunction { name: String, available: String },
+    /// The component exports no function of this name.
+    NoSuchFunction {
+        /// The name asked for.
+        name: String,
+        /// What it exports.
+        available: String,
+    },
 
     #[error("cancelled: the call was cancelled before it finished; nothing it did is reported")]
+    /// The caller cancelled the call.
     Cancelled,
 
     #[error("cannot load the component: {0}")]
+    /// The component could not be read or compiled.
     Load(String),
 
     #[error("host error: {0}")]
+    /// The host itself failed (it is shutting down, a resource ran out).
     Host(String),
 }
 

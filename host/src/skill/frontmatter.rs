@@ -314,6 +314,7 @@ mod tests {
         let started = std::time::Instant::now();
         let err = split(yaml.as_bytes()).unwrap_err();
         assert_eq!(err.rule, "yaml-alias-bomb", "{err:?}");
-        assert!(started.elapsed() < std::time::Duration::from_secs(1));
+        // Generous for a loaded machine; expanded, the aliases never finish.
+        assert!(started.elapsed() < std::time::Duration::from_secs(10));
     }
 }

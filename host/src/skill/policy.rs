@@ -13,8 +13,11 @@ use crate::sandbox::{Grants, Limits, MIB, NetRule, SideEffect, WorkspaceGrant};
 /// One `--allow-env` grant: a key for one skill, or (bare) for the only
 /// skill that requests it.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[deny(missing_docs)]
 pub struct EnvGrant {
+    /// The skill it is for; `None` for the one skill that requests the key.
     pub skill: Option<String>,
+    /// The environment variable.
     pub key: String,
 }
 
@@ -44,8 +47,11 @@ impl std::str::FromStr for EnvGrant {
 
 /// One `--allow-net SKILL:HOST[:PORT]` grant.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[deny(missing_docs)]
 pub struct NetGrant {
+    /// The skill it is for.
     pub skill: String,
+    /// The host and port it may reach.
     pub rule: NetRule,
 }
 
@@ -82,10 +88,15 @@ pub struct UserPolicy {
 /// The largest limits a skill's manifest may request. Requests above are
 /// clamped to these; only the user raises them.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[deny(missing_docs)]
 pub struct Ceilings {
+    /// The longest wall-clock limit.
     pub timeout: Duration,
+    /// The largest CPU budget, in fuel units (about one per instruction).
     pub fuel: u64,
+    /// The largest memory cap, in bytes.
     pub memory_bytes: usize,
+    /// The largest output cap (stdout, stderr and the result, each), in bytes.
     pub output_bytes: usize,
 }
 
@@ -109,16 +120,27 @@ impl Default for Ceilings {
 /// Limits the user set explicitly; they override the skill's own and are
 /// not clamped (they are the user's word).
 #[derive(Debug, Clone, Default)]
+#[deny(missing_docs)]
 pub struct LimitOverrides {
+    /// Wall-clock limit.
     pub timeout: Option<Duration>,
+    /// CPU budget, in fuel units.
     pub fuel: Option<u64>,
+    /// Memory cap, in bytes.
     pub memory_bytes: Option<usize>,
+    /// Cap on stdout, stderr and the result, each, in bytes.
     pub output_bytes: Option<usize>,
+    /// Bytes a call may write into its `/tmp`.
     pub scratch_bytes: Option<u64>,
+    /// Files, folders and links a call may create in its `/tmp`.
     pub scratch_entries: Option<u64>,
+    /// Bytes a call may write into a writable workspace.
     pub workspace_bytes: Option<u64>,
+    /// Files, folders and links a call may create in a writable workspace.
     pub workspace_entries: Option<u64>,
+    /// Outgoing HTTP requests one call may send.
     pub net_requests: Option<u32>,
+    /// Response bytes one call may receive over HTTP.
     pub net_response_bytes: Option<u64>,
 }
 

@@ -7,18 +7,12 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
 
-use rayon::prelude::*;
 use serde_json::json;
 
 use super::flags::SourceFlags;
 use super::{CliError, print_json};
-use skillbox::unstable::sandbox::{CompileOrigin, DiskCache, EngineOptions, Sandbox};
-use skillbox::unstable::skill::catalog::Catalog;
-use skillbox::unstable::skill::model::Skill;
+use skillbox::{Compiled, Skillbox};
 
 #[derive(clap::Args, Debug)]
 pub struct CompileArgs {
@@ -33,67 +27,37 @@ pub struct CompileArgs {
     json: bool,
 }
 
-/// One component's result.
-struct Compiled {
-    skill: String,
-    component: String,
-    outcome: Result<CompileOrigin, String>,
-    took: Duration,
-}
-
 pub fn run(args: CompileArgs) -> Result<ExitCode, CliError> {
     let cache = match args.cache {
-        Some(dir) => DiskCache::new(dir),
-        None => DiskCache::default_location().ok_or_else(|| {
-            CliError::Usage(
-                "no cache folder: pass --cache DIR, or set SKILLBOX_CACHE_DIR or HOME".into(),
-            )
-        })?,
+        Some(dir) => dir,
+        None => skillbox::unstable::sandbox::DiskCache::default_location()
+            .map(|cache| cache.dir().to_path_buf())
+            .ok_or_else(|| {
+                CliError::Usage(
+                    "no cache folder: pass --cache DIR, or set SKILLBOX_CACHE_DIR or HOME".into(),
+                )
+            })?,
     };
-    let catalog = Catalog::build(&args.sources.options());
-    let sandbox =
-        Sandbox::with_options(&EngineOptions::default(), Some(cache)).map_err(CliError::Other)?;
-    let jobs: Vec<(&Arc<Skill>, &str)> = catalog
-        .skills()
-        .flat_map(|skill| {
-            skill
-                .components
-                .iter()
-                .map(move |(rel, _)| (skill, rel.as_str()))
-        })
-        .collect();
+    let skillbox = args
+        .sources
+        .apply(Skillbox::builder())
+        .cache_dir(cache)
+        .build()?;
     eprintln!(
-        "compile: {} components of {} skills, on {} cores",
-        jobs.len(),
-        catalog.skills().count(),
-        rayon::current_num_threads()
+        "compile: the components of {} skills, on {} cores",
+        skillbox.skills().len(),
+        std::thread::available_parallelism().map_or(1, |n| n.get())
     );
-    let done = AtomicUsize::new(0);
-    let results: Vec<Compiled> = jobs
-        .par_iter()
-        .map(|(skill, rel)| {
-            let started = Instant::now();
-            let outcome =
-                skillbox::unstable::skill::tools::load(skill, rel, &sandbox).map(|c| c.origin);
-            let compiled = Compiled {
-                skill: skill.name().to_string(),
-                component: rel.to_string(),
-                outcome,
-                took: started.elapsed(),
-            };
-            let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-            eprintln!(
-                "compile: [{n}/{}] {}/{}: {} ({} ms)",
-                jobs.len(),
-                compiled.skill,
-                compiled.component,
-                outcome_word(&compiled.outcome),
-                compiled.took.as_millis()
-            );
-            compiled
-        })
-        .collect();
-    let failed = results.iter().filter(|r| r.outcome.is_err()).count();
+    let results = skillbox.compile_all(|n, total, compiled| {
+        eprintln!(
+            "compile: [{n}/{total}] {}/{}: {} ({} ms)",
+            compiled.skill,
+            compiled.component,
+            outcome_word(compiled),
+            compiled.took.as_millis()
+        );
+    });
+    let failed = results.iter().filter(|r| r.from_cache.is_err()).count();
     if args.json {
         let rows: Vec<_> = results
             .iter()
@@ -101,8 +65,8 @@ pub fn run(args: CompileArgs) -> Result<ExitCode, CliError> {
                 json!({
                     "skill": r.skill,
                     "component": r.component,
-                    "outcome": outcome_word(&r.outcome),
-                    "error": r.outcome.as_ref().err(),
+                    "outcome": outcome_word(r),
+                    "error": r.from_cache.as_ref().err(),
                     "ms": r.took.as_secs_f64() * 1000.0,
                 })
             })
@@ -118,10 +82,10 @@ pub fn run(args: CompileArgs) -> Result<ExitCode, CliError> {
                 "{:<24} {:<32} {:<10} {:>8.1}",
                 r.skill,
                 r.component,
-                outcome_word(&r.outcome),
+                outcome_word(r),
                 r.took.as_secs_f64() * 1000.0
             );
-            if let Err(why) = &r.outcome {
+            if let Err(why) = &r.from_cache {
                 println!("  {why}");
             }
         }
@@ -133,10 +97,10 @@ pub fn run(args: CompileArgs) -> Result<ExitCode, CliError> {
     })
 }
 
-fn outcome_word(outcome: &Result<CompileOrigin, String>) -> &'static str {
-    match outcome {
-        Ok(CompileOrigin::Compiled) => "compiled",
-        Ok(CompileOrigin::DiskCache) => "cached",
+fn outcome_word(compiled: &Compiled) -> &'static str {
+    match compiled.from_cache {
+        Ok(false) => "compiled",
+        Ok(true) => "cached",
         Err(_) => "failed",
     }
 }
