@@ -48,7 +48,7 @@
 //! | (none) | [`Skillbox`]: skills, the sandbox, the call path | wasmtime, cap-std, tokio |
 //! | `mcp` | [`mcp::Server`] over stdio or any async byte stream | rmcp |
 //! | `http` | Streamable HTTP, mountable in an axum app | axum, jsonwebtoken, reqwest |
-//! | `agent` | [`agent::Agent`], the agent loop, with any [`agent::Model`] | reqwest with rustls |
+//! | `agent` | [`agent::Agent`], the agent loop, with any [`agent::Model`] | reqwest with rustls, backon |
 //! | `tokens` | real token counts (o200k_base) for catalog budgets | tiktoken-rs |
 //! | `tls` | `https://` for guests' granted network requests | rustls |
 //! | `cli` (default) | the `skillbox` binary: all of the above | clap |
