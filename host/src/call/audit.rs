@@ -31,6 +31,11 @@ pub struct Record {
     pub fuel: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// The W3C trace the call arrived in, and the caller's span in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trace_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub parent_span_id: Option<String>,
     /// Outgoing HTTP requests: host, port, method, status, bytes, outcome.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<crate::sandbox::NetRequest>,
@@ -80,6 +85,17 @@ impl AuditLog {
         let mut file = self.file.lock().unwrap_or_else(|e| e.into_inner());
         if let Err(e) = file.write_all(&line) {
             tracing::warn!("cannot append to the audit log: {e}");
+        }
+    }
+}
+
+impl AuditLog {
+    /// Syncs the appended lines to disk (each is already written whole;
+    /// this makes them survive a power loss too). For shutdown.
+    pub fn sync(&self) {
+        let file = self.file.lock().unwrap_or_else(|e| e.into_inner());
+        if let Err(e) = file.sync_data() {
+            tracing::warn!("cannot sync the audit log: {e}");
         }
     }
 }

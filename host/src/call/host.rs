@@ -9,7 +9,9 @@ use std::time::Instant;
 use serde_json::Value;
 
 use super::audit::{AuditLog, Record, now_rfc3339};
+use super::metrics::Metrics;
 use super::slots::{CallSlots, Slot};
+use super::trace::TraceContext;
 use crate::sandbox::{LoadedComponent, Sandbox, SandboxError};
 use crate::skill::policy::{self, HostState, LimitOverrides, UserPolicy};
 use crate::skill::tools::{self, SkillTool};
@@ -53,6 +55,8 @@ pub struct Host {
     resolved: Mutex<HashMap<String, ResolvedTools>>,
     calls: CallSlots,
     audit: Option<AuditLog>,
+    /// Counted where calls are audited, so the two always agree.
+    pub metrics: Metrics,
 }
 
 /// Context of one call, for the audit record.
@@ -65,6 +69,11 @@ pub struct CallRecord<'a> {
     /// Size of the call's arguments as JSON text.
     pub argument_bytes: usize,
     pub idempotency_key: Option<String>,
+    /// The distributed trace the call arrived in, if the client sent one.
+    pub trace: Option<TraceContext>,
+    /// Whether `tool` names a tool the catalog resolved (or a host tool),
+    /// and so may be a metrics label; a client's made-up name may not.
+    pub tool_resolved: bool,
 }
 
 impl Host {
@@ -86,6 +95,7 @@ impl Host {
             options,
             resolved: Mutex::new(HashMap::new()),
             audit,
+            metrics: Metrics::new(),
         };
         policy::check_write_grant(&host.options.policy, &host.protected_state())?;
         Ok(host)
@@ -284,7 +294,7 @@ impl Host {
             .map_err(|_| SandboxError::Host("the server is shutting down".into()))
     }
 
-    /// Records a finished call in the audit log.
+    /// Records a finished call in the audit log and the metrics.
     pub fn record(
         &self,
         call: &CallRecord<'_>,
@@ -293,8 +303,7 @@ impl Host {
         fuel: Option<u64>,
         network: &[crate::sandbox::NetRequest],
     ) {
-        let Some(audit) = &self.audit else { return };
-        audit.append(&Record {
+        let record = Record {
             time: now_rfc3339(),
             client: call.client.clone(),
             tool: call.tool.to_string(),
@@ -308,8 +317,27 @@ impl Host {
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
             fuel,
             idempotency_key: call.idempotency_key.clone(),
+            trace_id: call.trace.as_ref().map(|t| t.trace_id.clone()),
+            parent_span_id: call.trace.as_ref().map(|t| t.parent_id.clone()),
             network: network.to_vec(),
-        });
+        };
+        self.metrics.observe(&record, call.tool_resolved);
+        if let Some(audit) = &self.audit {
+            audit.append(&record);
+        }
+    }
+
+    /// Syncs the audit log to disk, for shutdown.
+    pub fn sync_audit(&self) {
+        if let Some(audit) = &self.audit {
+            audit.sync();
+        }
+    }
+
+    /// The metrics in the Prometheus text format.
+    pub fn metrics_text(&self) -> String {
+        let (from_cache, compiled) = self.sandbox.load_counts();
+        self.metrics.render(from_cache, compiled)
     }
 }
 

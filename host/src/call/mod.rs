@@ -18,8 +18,10 @@
 pub mod audit;
 pub mod confirm;
 mod host;
+pub mod metrics;
 pub mod redact;
 mod slots;
+pub mod trace;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -65,6 +67,8 @@ pub struct Caller {
     /// Who this is for the fair share of call slots: an authenticated
     /// subject or a network address. `None` is not limited by a share.
     pub principal: Option<String>,
+    /// The distributed trace the request arrived in (W3C `traceparent`).
+    pub trace: Option<trace::TraceContext>,
 }
 
 /// The invocation policy a caller is held to.
@@ -286,7 +290,30 @@ impl Host {
     /// Runs a tool or script for `caller`. Cancelling `cancel` stops the
     /// guest at its next epoch tick; the audit log records every outcome,
     /// refusals included.
+    ///
+    /// The call runs in a `call` span that carries the caller's trace id
+    /// and span, when the caller sent a trace context.
     pub async fn call(
+        self: &Arc<Self>,
+        caller: &Caller,
+        target: Target,
+        cancel: &CancellationToken,
+    ) -> Result<CallReply, CallError> {
+        use tracing::Instrument;
+        let span = match &caller.trace {
+            Some(trace) => tracing::info_span!(
+                "call",
+                trace_id = %trace.trace_id,
+                parent_span_id = %trace.parent_id,
+            ),
+            None => tracing::info_span!("call"),
+        };
+        self.call_in_span(caller, target, cancel)
+            .instrument(span)
+            .await
+    }
+
+    async fn call_in_span(
         self: &Arc<Self>,
         caller: &Caller,
         target: Target,
@@ -318,6 +345,8 @@ impl Host {
                         grants: None,
                         argument_bytes,
                         idempotency_key: caller.idempotency_key.clone(),
+                        trace: caller.trace.clone(),
+                        tool_resolved: false,
                     },
                     e.code(),
                     started,
@@ -341,6 +370,8 @@ impl Host {
             grants: Some(resolved.grants.summary()),
             argument_bytes,
             idempotency_key: caller.idempotency_key.clone(),
+            trace: caller.trace.clone(),
+            tool_resolved: true,
         };
         if let Some(question) = self.question(caller, &prepared, &target, &resolved.grants) {
             let refusal = match &caller.approval {
@@ -377,6 +408,7 @@ impl Host {
         );
         let run = async {
             let _slot = self.call_slot(caller.principal.as_deref()).await?;
+            let _active = self.metrics.active_call();
             match target {
                 Target::Tool { arguments, .. } => {
                     let tool = prepared
@@ -431,7 +463,10 @@ impl Host {
         };
         match &result {
             Ok(ran) => self.record(&record, "ok", started, Some(ran.usage.fuel), &ran.network),
-            Err(e) => self.record(&record, e.code(), started, None, &[]),
+            Err(e) => {
+                self.metrics.sandbox_error(e.code());
+                self.record(&record, e.code(), started, None, &[]);
+            }
         }
         match result {
             Ok(ran) => Ok(CallReply {

@@ -7,6 +7,8 @@ use std::time::{Duration, Instant};
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::service::{Peer, RequestContext, RoleServer};
 
+use crate::call::trace::{TRACEPARENT_META_KEY, TraceContext};
+
 /// Calls that run longer than this report progress, when asked to.
 pub const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
@@ -40,6 +42,30 @@ pub fn idempotency_key(context: &RequestContext<RoleServer>) -> Option<String> {
         .get(crate::call::audit::IDEMPOTENCY_META_KEY)
         .and_then(|v| v.as_str())
         .map(String::from)
+}
+
+/// The W3C trace context of a request: `_meta.traceparent` (the
+/// 2026-07-28 convention), else the HTTP `traceparent` header. Anything
+/// that does not parse is ignored.
+pub fn trace_context(context: &RequestContext<RoleServer>) -> Option<TraceContext> {
+    let from_meta = context
+        .meta
+        .get(TRACEPARENT_META_KEY)
+        .and_then(|v| v.as_str())
+        .and_then(TraceContext::parse);
+    from_meta.or_else(|| trace_header(context))
+}
+
+#[cfg(feature = "http")]
+fn trace_header(context: &RequestContext<RoleServer>) -> Option<TraceContext> {
+    let parts = context.extensions.get::<http::request::Parts>()?;
+    let header = parts.headers.get(TRACEPARENT_META_KEY)?.to_str().ok()?;
+    TraceContext::parse(header)
+}
+
+#[cfg(not(feature = "http"))]
+fn trace_header(_context: &RequestContext<RoleServer>) -> Option<TraceContext> {
+    None
 }
 
 /// Runs `call`, sending `notifications/progress` every second once it has

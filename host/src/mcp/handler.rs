@@ -24,7 +24,7 @@ use rmcp::service::{NotificationContext, RequestContext, RoleServer, Subscriptio
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use super::calls::{ProgressSink, client_name, idempotency_key};
+use super::calls::{ProgressSink, client_name, idempotency_key, trace_context};
 use super::confirm::{self, Asked};
 use super::host_tools::{self, LOAD_SKILL, READ_SKILL_FILE, RUN_SCRIPT, with_notes};
 use super::server::{Shared, ToolsMode};
@@ -143,6 +143,7 @@ impl Session {
             },
             approval: Default::default(),
             principal: principal(context),
+            trace: trace_context(context),
         }
     }
 
@@ -511,6 +512,8 @@ impl ServerHandler for Session {
                     grants: None,
                     argument_bytes,
                     idempotency_key: None,
+                    trace: trace_context(&context),
+                    tool_resolved: true,
                 };
                 host.record(
                     &record,

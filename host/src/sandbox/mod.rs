@@ -24,6 +24,7 @@ mod store;
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
@@ -57,6 +58,10 @@ pub struct Sandbox {
     cache: Option<DiskCache>,
     loaded: Mutex<Loaded>,
     slots: Semaphore,
+    /// Components loaded from the compiled-code cache, and compiled, by
+    /// this process: for metrics and readiness.
+    from_cache: AtomicU64,
+    compiled: AtomicU64,
 }
 
 /// Components loaded by this process, by content digest and by file.
@@ -80,12 +85,23 @@ impl Sandbox {
             cache,
             loaded: Mutex::new(Loaded::default()),
             slots: Semaphore::new(POOL_INSTANCES as usize),
+            from_cache: AtomicU64::new(0),
+            compiled: AtomicU64::new(0),
         })
     }
 
     /// The compiled-code cache this sandbox loads native code from, if any.
     pub fn cache(&self) -> Option<&DiskCache> {
         self.cache.as_ref()
+    }
+
+    /// Components this process loaded from the compiled-code cache, and
+    /// compiled itself.
+    pub fn load_counts(&self) -> (u64, u64) {
+        (
+            self.from_cache.load(Ordering::Relaxed),
+            self.compiled.load(Ordering::Relaxed),
+        )
     }
 
     pub fn engine(&self) -> &wasmtime::Engine {
@@ -139,6 +155,11 @@ impl Sandbox {
             key,
             self.cache.as_ref(),
         )?);
+        match loaded.origin {
+            CompileOrigin::DiskCache => &self.from_cache,
+            CompileOrigin::Compiled => &self.compiled,
+        }
+        .fetch_add(1, Ordering::Relaxed);
         self.lock_loaded()
             .by_digest
             .insert(key.to_string(), loaded.clone());
