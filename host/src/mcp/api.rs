@@ -99,6 +99,18 @@ impl Server {
     }
 }
 
+#[cfg(feature = "http")]
+impl Server {
+    /// Starts loading every skill's components once per server, so
+    /// `/readyz` can say when the first call of each tool will not wait
+    /// for a compile.
+    pub(crate) fn warm_up(&self) {
+        if self.shared.claim_warm_up() {
+            tokio::spawn(super::ops::warm_up(self.shared.clone()));
+        }
+    }
+}
+
 impl std::fmt::Debug for Server {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Server")

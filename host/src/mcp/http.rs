@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::handler::Session;
 use super::http_guard::{BearerToken, CappedListener, CappedSessions, ClientAddr, require_bearer};
 use super::oauth::{self, Verifier};
+use super::ops;
 use super::server::Shared;
 
 /// How the HTTP endpoint is exposed. Start from [`HttpOptions::new`]: a
@@ -41,7 +42,15 @@ pub struct HttpOptions {
     pub max_connections: usize,
     /// 2025-11-25 sessions open at once.
     pub max_sessions: usize,
+    /// On shutdown, how long requests in flight get to finish before they
+    /// are cut off.
+    pub shutdown_grace: Duration,
 }
+
+/// How long requests in flight get to finish on shutdown, by default:
+/// inside the 30 seconds an orchestrator such as Kubernetes waits after
+/// SIGTERM before it kills.
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(25);
 
 /// The default cap on a request body.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
@@ -60,6 +69,7 @@ impl HttpOptions {
             insecure_no_auth: false,
             max_connections: super::http_guard::DEFAULT_MAX_CONNECTIONS,
             max_sessions: super::http_guard::DEFAULT_MAX_SESSIONS,
+            shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
     }
 }
@@ -101,8 +111,9 @@ fn config(options: &HttpOptions, shutdown: CancellationToken) -> StreamableHttpS
         .with_cancellation_token(shutdown)
 }
 
-/// Binds and serves until `shutdown` is cancelled. Returns the bound
-/// address once listening (port 0 picks a free port).
+/// Binds and serves until `shutdown` is cancelled, then drains: see
+/// [`serve_connections`]. Returns the bound address once listening (port
+/// 0 picks a free port).
 pub async fn serve(
     server: Arc<Shared>,
     options: HttpOptions,
@@ -117,9 +128,17 @@ pub async fn serve(
         addr: bound,
         ..options
     };
-    let router = router(server, &bound_options, shutdown.clone());
+    // Requests are cancelled only when the drain's grace is over, not when
+    // shutdown begins.
+    let cut_off = CancellationToken::new();
+    let router = router(server.clone(), &bound_options, cut_off.clone());
     let listener = CappedListener::new(listener, bound_options.max_connections);
-    let task = tokio::spawn(serve_connections(listener, router, shutdown));
+    let drain = Drain {
+        server,
+        grace: bound_options.shutdown_grace,
+        cut_off,
+    };
+    let task = tokio::spawn(serve_connections(listener, router, shutdown, drain));
     Ok((bound, task))
 }
 
@@ -140,19 +159,27 @@ fn refuse_unauthenticated(options: &HttpOptions) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The `/mcp` endpoint (and the OAuth metadata when OAuth is on) as an
-/// axum router, with the authentication the options ask for.
+/// The `/mcp` endpoint and `/metrics` (and the OAuth metadata when OAuth
+/// is on) as an axum router, with the authentication the options ask for,
+/// and the public probes `/healthz` and `/readyz` beside them.
+/// Cancelling `cut_off` ends the requests in flight.
 pub fn router(
     server: Arc<Shared>,
     bound_options: &HttpOptions,
-    shutdown: CancellationToken,
+    cut_off: CancellationToken,
 ) -> axum::Router {
+    let sessions = Arc::new(CappedSessions::new(bound_options.max_sessions));
     let service = StreamableHttpService::new(
-        move || Ok(Session::new(server.clone())),
-        Arc::new(CappedSessions::new(bound_options.max_sessions)),
-        config(bound_options, shutdown),
+        {
+            let server = server.clone();
+            move || Ok(Session::new(server.clone()))
+        },
+        sessions.clone(),
+        config(bound_options, cut_off),
     );
-    let mut router = axum::Router::new().nest_service("/mcp", service);
+    let mut router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .merge(ops::metrics(server.clone(), sessions));
     if let Some(token) = bound_options.auth.clone() {
         router = router.layer(axum::middleware::from_fn(move |request, next| {
             require_bearer(token.clone(), request, next)
@@ -188,23 +215,43 @@ pub fn router(
         }
         router = router.merge(public);
     }
+    let in_flight = server.in_flight.clone();
     router
+        .layer(axum::middleware::from_fn(move |request, next| {
+            ops::track(in_flight.clone(), request, next)
+        }))
+        .merge(ops::probes(server))
 }
 
 /// How long a client may take to send a request's headers, so a client
 /// that trickles them cannot hold a connection slot.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// How long in-flight requests get to finish on shutdown.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+/// What happens after the listener stops: who to mark as draining, how
+/// long requests get, and the token that cuts them off.
+struct Drain {
+    server: Arc<Shared>,
+    grace: Duration,
+    cut_off: CancellationToken,
+}
+
+/// After the grace, how long connections get to close before the task
+/// ends anyway.
+const CLOSE_AFTER_CUT_OFF: Duration = Duration::from_secs(2);
 
 /// Accepts connections until `shutdown`, serving each with HTTP/1.1 under
 /// a header-read deadline (axum's own `serve` sets none), with the
 /// client's address as [`ClientAddr`] for the per-client share.
+///
+/// Then drains: `/readyz` turns 503, the listening socket closes (a
+/// balancer's next connection is refused and goes to another replica),
+/// requests in flight get `drain.grace` to finish, and the audit log is
+/// synced to disk.
 async fn serve_connections(
     mut listener: CappedListener,
     router: axum::Router,
     shutdown: CancellationToken,
+    drain: Drain,
 ) {
     use axum::serve::Listener;
     let graceful = hyper_util::server::graceful::GracefulShutdown::new();
@@ -232,20 +279,38 @@ async fn serve_connections(
             }
         });
     }
-    let _ = tokio::time::timeout(SHUTDOWN_GRACE, graceful.shutdown()).await;
+    drain.server.readiness.drain();
+    drop(listener);
+    let waiting = drain.server.in_flight.count();
+    let left = drain.server.in_flight.drained(drain.grace).await;
+    if left > 0 {
+        tracing::warn!(
+            "shutdown: {left} request(s) still running after the {} s grace were cut off              (their clients get an error; --shutdown-grace gives more time)",
+            drain.grace.as_secs()
+        );
+    } else if waiting > 0 {
+        tracing::info!("shutdown: {waiting} request(s) in flight finished");
+    }
+    drain.cut_off.cancel();
+    let _ = tokio::time::timeout(CLOSE_AFTER_CUT_OFF, graceful.shutdown()).await;
+    drain.server.host.sync_audit();
 }
 
 impl super::Server {
-    /// Binds `options.addr` and serves Streamable HTTP at `/mcp` until
-    /// `shutdown` is cancelled; in-flight requests then get a few seconds
-    /// to finish. Returns the bound address and the serving task. A
-    /// non-loopback address without authentication is refused.
+    /// Binds `options.addr` and serves Streamable HTTP at `/mcp`, with
+    /// `/healthz`, `/readyz` and `/metrics` beside it, until `shutdown` is
+    /// cancelled. Then it drains: `/readyz` turns 503, no connection is
+    /// accepted, requests in flight get `options.shutdown_grace` to
+    /// finish, and the audit log is synced; the task ends after that.
+    /// Returns the bound address and the serving task. A non-loopback
+    /// address without authentication is refused.
     pub async fn serve_http(
         &self,
         options: HttpOptions,
         shutdown: CancellationToken,
     ) -> std::io::Result<(SocketAddr, tokio::task::JoinHandle<()>)> {
         self.watch_for_changes();
+        self.warm_up();
         serve(self.shared().clone(), options, shutdown)
             .await
             .map_err(|e| std::io::Error::other(format!("{e:#}")))
@@ -255,7 +320,10 @@ impl super::Server {
     /// application of the embedder's own (`Router::merge`, or `nest` under
     /// a prefix). `options.addr` names the address clients use, for the
     /// `Host` header check; connection caps are the application's to set.
-    /// A non-loopback address without authentication is refused.
+    /// The router also serves `/healthz`, `/readyz` and `/metrics` (see
+    /// [`HttpOptions`]); cancelling `shutdown` ends requests in flight, so
+    /// an application that drains does so before it cancels. A
+    /// non-loopback address without authentication is refused.
     pub fn http_router(
         &self,
         options: &HttpOptions,
@@ -263,6 +331,7 @@ impl super::Server {
     ) -> std::io::Result<axum::Router> {
         refuse_unauthenticated(options).map_err(|e| std::io::Error::other(format!("{e:#}")))?;
         self.watch_for_changes();
+        self.warm_up();
         Ok(router(self.shared().clone(), options, shutdown))
     }
 }

@@ -222,6 +222,11 @@ impl CappedSessions {
             max: max.max(1),
         }
     }
+
+    /// Sessions open now.
+    pub async fn open(&self) -> usize {
+        self.inner.sessions.read().await.len()
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -21,6 +21,8 @@ pub(crate) mod http;
 pub(crate) mod http_guard;
 #[cfg(feature = "http")]
 pub(crate) mod oauth;
+#[cfg(feature = "http")]
+pub(crate) mod ops;
 pub(crate) mod prompts;
 pub(crate) mod reload;
 pub(crate) mod resources;
@@ -33,7 +35,7 @@ pub(crate) mod tasks;
 pub use api::{Server, ServerBuilder};
 pub(crate) use handler::Session;
 #[cfg(feature = "http")]
-pub use http::{DEFAULT_MAX_BODY_BYTES, HttpOptions, parse_addr};
+pub use http::{DEFAULT_MAX_BODY_BYTES, DEFAULT_SHUTDOWN_GRACE, HttpOptions, parse_addr};
 #[cfg(feature = "http")]
 pub use http_guard::{BearerToken, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS};
 #[cfg(feature = "http")]

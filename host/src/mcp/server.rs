@@ -71,6 +71,15 @@ pub struct Shared {
     pub seal: StateSeal,
     /// Whether the reload watcher was started.
     watching: std::sync::atomic::AtomicBool,
+    /// Whether the warm-up (loading every component) was started.
+    #[cfg(feature = "http")]
+    warming: std::sync::atomic::AtomicBool,
+    /// What `/readyz` reports.
+    #[cfg(feature = "http")]
+    pub readiness: super::ops::Readiness,
+    /// HTTP requests being answered, for the drain on shutdown.
+    #[cfg(feature = "http")]
+    pub in_flight: Arc<super::ops::InFlight>,
 }
 
 impl Shared {
@@ -83,6 +92,12 @@ impl Shared {
             peers: Mutex::new(Vec::new()),
             changes: tokio::sync::broadcast::channel(16).0,
             watching: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "http")]
+            warming: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "http")]
+            readiness: Default::default(),
+            #[cfg(feature = "http")]
+            in_flight: Default::default(),
         })
     }
 
@@ -91,6 +106,12 @@ impl Shared {
         !self
             .watching
             .swap(true, std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// True once: for the caller that starts the warm-up.
+    #[cfg(feature = "http")]
+    pub fn claim_warm_up(&self) -> bool {
+        !self.warming.swap(true, std::sync::atomic::Ordering::SeqCst)
     }
 
     /// A receiver of catalog changes.

@@ -91,6 +91,11 @@ pub struct ServeArgs {
     /// HTTP sessions (2025-11-25 clients) open at once; idle ones end after five minutes.
     #[arg(long, value_name = "N", default_value_t = skillbox::mcp::DEFAULT_MAX_SESSIONS)]
     max_sessions: usize,
+    /// On SIGTERM or Ctrl-C, how long HTTP requests in flight get to
+    /// finish, in seconds; /readyz turns 503 and no connection is accepted
+    /// meanwhile. Requests still running then are cut off.
+    #[arg(long, value_name = "SECS", default_value_t = skillbox::mcp::DEFAULT_SHUTDOWN_GRACE.as_secs())]
+    shutdown_grace: u64,
     /// Largest HTTP request body, in bytes.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_MAX_BODY_BYTES)]
     max_body_bytes: usize,
@@ -168,6 +173,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         options.insecure_no_auth = args.insecure_no_auth;
         options.max_connections = args.max_connections;
         options.max_sessions = args.max_sessions;
+        options.shutdown_grace = Duration::from_secs(args.shutdown_grace);
         options.auth = args
             .auth_token_file
             .as_deref()
@@ -202,10 +208,29 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         } else {
             eprintln!("skillbox: serving MCP at {endpoint}");
         }
-        let _ = tokio::signal::ctrl_c().await;
+        let signal = stop_signal().await;
+        eprintln!(
+            "skillbox: {signal}: draining (up to {} s for requests in flight)",
+            args.shutdown_grace
+        );
         shutdown.cancel();
         let _ = task.await;
+        eprintln!("skillbox: stopped");
         Ok::<_, CliError>(())
     })?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Waits for SIGTERM (what orchestrators and `kill` send) or Ctrl-C, and
+/// names the one that came.
+async fn stop_signal() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut terminate) = signal(SignalKind::terminate()) else {
+        let _ = tokio::signal::ctrl_c().await;
+        return "interrupted";
+    };
+    tokio::select! {
+        _ = terminate.recv() => "SIGTERM",
+        _ = tokio::signal::ctrl_c() => "interrupted",
+    }
 }
