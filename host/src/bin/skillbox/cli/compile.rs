@@ -16,6 +16,10 @@ use skillbox::{Compiled, Skillbox};
 
 #[derive(clap::Args, Debug)]
 pub struct CompileArgs {
+    /// Skill folders to compile (each like --skills DIR), besides the
+    /// installed skills.
+    #[arg(value_name = "SKILLS_DIR")]
+    dirs: Vec<PathBuf>,
     #[command(flatten)]
     sources: SourceFlags,
     /// The cache to fill (default: $SKILLBOX_CACHE_DIR/components, else
@@ -27,7 +31,8 @@ pub struct CompileArgs {
     json: bool,
 }
 
-pub fn run(args: CompileArgs) -> Result<ExitCode, CliError> {
+pub fn run(mut args: CompileArgs) -> Result<ExitCode, CliError> {
+    args.sources.skills.append(&mut args.dirs);
     let cache = match args.cache {
         Some(dir) => dir,
         None => skillbox::unstable::sandbox::DiskCache::default_location()

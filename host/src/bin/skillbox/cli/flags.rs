@@ -30,6 +30,12 @@ where
 /// Grants and limits for commands that run guest code.
 #[derive(Args, Debug)]
 pub struct SandboxFlags {
+    /// Load compiled code from this folder, as `skillbox compile --cache
+    /// DIR` filled it (default: $SKILLBOX_CACHE_DIR/components, else the
+    /// user's cache folder). It may be read-only: what it lacks is
+    /// compiled in memory.
+    #[arg(long, value_name = "DIR")]
+    pub cache: Option<PathBuf>,
     /// Mount this folder at /workspace (read-only unless --allow-write).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
@@ -181,6 +187,9 @@ impl SandboxFlags {
             .ceilings(policy.ceilings)
             .limits(self.overrides())
             .read_only(self.read_only);
+        if let Some(dir) = &self.cache {
+            builder = builder.cache_dir(dir);
+        }
         if let Some(dir) = policy.workspace {
             builder = builder.workspace(dir, policy.allow_write);
         }
