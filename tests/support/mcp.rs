@@ -251,3 +251,99 @@ pub fn serve_http(args: &[&str]) -> (HttpServer, String) {
         }
     }
 }
+
+/// A request as a stateless (2026-07-28) client sends it: the protocol
+/// version and method in headers, the client's version, capabilities and
+/// name in `_meta`, with `extra_meta` merged in.
+pub fn stateless_request(
+    http: &reqwest::Client,
+    url: &str,
+    method: &str,
+    mut params: Value,
+    extra_meta: Value,
+) -> reqwest::RequestBuilder {
+    let mut meta = serde_json::json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "skillbox-e2e", "version": "1"},
+    });
+    if let (Some(meta), Value::Object(extra)) = (meta.as_object_mut(), extra_meta) {
+        meta.extend(extra);
+    }
+    params["_meta"] = meta;
+    let mut request = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method);
+    if let Some(name) = params.get("name").and_then(Value::as_str) {
+        request = request.header("mcp-name", name);
+    }
+    request
+        .json(&serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+}
+
+/// A stateless `tools/call`: the JSON-RPC `result`, or why there is none
+/// (a transport failure, an HTTP status, a JSON-RPC error) in words.
+pub async fn stateless_call(
+    http: &reqwest::Client,
+    url: &str,
+    tool: &str,
+    arguments: Value,
+    extra_meta: Value,
+) -> Result<Value, String> {
+    let params = serde_json::json!({"name": tool, "arguments": arguments});
+    let response = stateless_request(http, url, "tools/call", params, extra_meta)
+        .send()
+        .await
+        .map_err(|e| format!("transport: {e}"))?;
+    let status = response.status();
+    let body = response.text().await.map_err(|e| format!("body: {e}"))?;
+    if !status.is_success() {
+        return Err(format!("HTTP {status}: {body}"));
+    }
+    let reply: Value =
+        serde_json::from_str(&body).map_err(|e| format!("not JSON ({e}): {body}"))?;
+    match reply.get("result") {
+        Some(result) => Ok(result.clone()),
+        None => Err(format!("JSON-RPC error: {}", reply["error"])),
+    }
+}
+
+/// The server's base URL (without `/mcp`).
+pub fn base_url(mcp_url: &str) -> &str {
+    mcp_url.trim_end_matches("/mcp")
+}
+
+/// `GET /metrics`, parsed as the Prometheus text format.
+pub async fn scrape(mcp_url: &str, token: Option<&str>) -> prometheus_parse::Scrape {
+    let mut request = reqwest::Client::new().get(format!("{}/metrics", base_url(mcp_url)));
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request.send().await.expect("GET /metrics");
+    assert_eq!(response.status(), 200, "GET /metrics");
+    let text = response.text().await.expect("metrics body");
+    prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+        .expect("the Prometheus text format")
+}
+
+/// The value of the sample `metric` whose labels include all of `labels`
+/// (counters and gauges), or `None`.
+pub fn sample(
+    scrape: &prometheus_parse::Scrape,
+    metric: &str,
+    labels: &[(&str, &str)],
+) -> Option<f64> {
+    scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)))
+        .and_then(|s| match s.value {
+            prometheus_parse::Value::Counter(v)
+            | prometheus_parse::Value::Gauge(v)
+            | prometheus_parse::Value::Untyped(v) => Some(v),
+            _ => None,
+        })
+}

@@ -1,0 +1,338 @@
+//! Operating a server: `/healthz`, `/readyz` and `/metrics` beside `/mcp`,
+//! trace context into the audit log, and the drain on SIGTERM. The real
+//! binary over real HTTP.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use skillbox_e2e::mcp::{HttpServer, base_url, sample, scrape, serve_http, stateless_call};
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+
+fn audit_lines(path: &std::path::Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("an audit line is JSON"))
+        .collect()
+}
+
+async fn get(url: &str) -> (u16, String) {
+    let response = reqwest::get(url).await.expect("GET");
+    (
+        response.status().as_u16(),
+        response.text().await.unwrap_or_default(),
+    )
+}
+
+/// Waits (on the server's own answer, not a clock) until `/readyz` is 200.
+async fn wait_ready(mcp_url: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let (status, body) = get(&format!("{}/readyz", base_url(mcp_url))).await;
+        if status == 200 {
+            return serde_json::from_str(&body).expect("readyz is JSON");
+        }
+        assert_eq!(status, 503, "{body}");
+        assert!(Instant::now() < deadline, "never ready: {body}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn probes_and_metrics_count_what_ran_and_nothing_a_client_made_up() {
+    let skills = skillbox_e2e::testkit_skills();
+    let secret_dir = skills.path().to_string_lossy().to_string();
+    let (_server, url) = serve_http(&[
+        "--skills",
+        &secret_dir,
+        "--tools",
+        "all",
+        "--fuel",
+        "50000000",
+    ]);
+    let (status, body) = get(&format!("{}/healthz", base_url(&url))).await;
+    assert_eq!((status, body.as_str()), (200, r#"{"status":"alive"}"#));
+    let ready = wait_ready(&url).await;
+    assert_eq!(ready["status"], "ready", "{ready}");
+    assert!(ready["skills"].as_u64().unwrap() >= 1, "{ready}");
+    let components = &ready["components"];
+    assert_eq!(components["failed"], 0, "{ready}");
+    assert!(
+        components["from_cache"].as_u64().unwrap() + components["compiled_here"].as_u64().unwrap()
+            >= 1,
+        "{ready}"
+    );
+    assert!(
+        !ready.to_string().contains(&secret_dir),
+        "no host path: {ready}"
+    );
+
+    let http = reqwest::Client::new();
+    for _ in 0..3 {
+        let ok = stateless_call(&http, &url, "testkit__noop", json!({}), json!({})).await;
+        assert_eq!(ok.unwrap()["structuredContent"]["result"], 42);
+    }
+    let failed = stateless_call(&http, &url, "testkit__fail", json!({}), json!({})).await;
+    assert_eq!(failed.unwrap()["isError"], true);
+    let spun = stateless_call(&http, &url, "testkit__spin", json!({}), json!({})).await;
+    let spun = spun.unwrap().to_string();
+    assert!(spun.contains("fuel"), "{spun}");
+    // The attack: names the catalog never had, each a would-be label.
+    for n in 0..40 {
+        let name = format!("testkit__made-up-{n}");
+        let _ = stateless_call(&http, &url, &name, json!({}), json!({})).await;
+    }
+
+    let metrics = scrape(&url, None).await;
+    let calls = |tool: &str, outcome: &str| {
+        sample(
+            &metrics,
+            "skillbox_calls_total",
+            &[("tool", tool), ("outcome", outcome)],
+        )
+        .unwrap_or(0.0)
+    };
+    assert_eq!(calls("testkit__noop", "ok"), 3.0);
+    assert!(
+        metrics
+            .samples
+            .iter()
+            .any(|s| s.metric == "skillbox_calls_total"
+                && s.labels.get("tool") == Some("testkit__fail")),
+        "the failing tool is counted"
+    );
+    assert_eq!(calls("testkit__spin", "out_of_fuel"), 1.0);
+    assert_eq!(
+        sample(
+            &metrics,
+            "skillbox_sandbox_errors_total",
+            &[("kind", "out_of_fuel")]
+        ),
+        Some(1.0)
+    );
+    assert!(
+        calls("(unresolved)", "unknown") >= 40.0,
+        "{:?}",
+        metrics.samples
+    );
+    assert!(
+        !metrics
+            .samples
+            .iter()
+            .any(|s| s.labels.values().any(|v| v.contains("made-up"))),
+        "a client's made-up names never become labels"
+    );
+    let fuel = sample(
+        &metrics,
+        "skillbox_fuel_consumed_total",
+        &[("tool", "testkit__noop")],
+    );
+    assert!(fuel.unwrap() > 0.0);
+    assert_eq!(sample(&metrics, "skillbox_active_calls", &[]), Some(0.0));
+    assert!(sample(&metrics, "skillbox_sessions", &[]).is_some());
+    let loads = sample(
+        &metrics,
+        "skillbox_compile_cache_total",
+        &[("result", "hit")],
+    )
+    .unwrap()
+        + sample(
+            &metrics,
+            "skillbox_compile_cache_total",
+            &[("result", "miss")],
+        )
+        .unwrap();
+    assert!(loads >= 1.0);
+    assert!(sample(&metrics, "skillbox_egress_bytes_total", &[]).is_some());
+    let histogram = metrics
+        .samples
+        .iter()
+        .find(|s| {
+            s.metric == "skillbox_call_duration_seconds"
+                && s.labels.get("tool") == Some("testkit__noop")
+        })
+        .expect("a latency histogram per tool");
+    match &histogram.value {
+        prometheus_parse::Value::Histogram(buckets) => {
+            assert_eq!(buckets.last().unwrap().count, 3.0, "{buckets:?}")
+        }
+        other => panic!("not a histogram: {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn with_a_token_metrics_need_it_and_the_probes_do_not() {
+    let token_dir = tempfile::tempdir().unwrap();
+    let token_file = token_dir.path().join("token");
+    let token = "ops-test-token-0123456789abcdef";
+    std::fs::write(&token_file, token).unwrap();
+    let (_server, url) = serve_http(&["--auth-token-file", token_file.to_str().unwrap()]);
+    let base = base_url(&url);
+    assert_eq!(get(&format!("{base}/healthz")).await.0, 200);
+    wait_ready(&url).await;
+    assert_eq!(get(&format!("{base}/metrics")).await.0, 401);
+    let metrics = scrape(&url, Some(token)).await;
+    assert!(sample(&metrics, "skillbox_active_calls", &[]).is_some());
+}
+
+#[tokio::test]
+async fn a_traceparent_in_meta_or_header_reaches_the_audit_line() {
+    let skills = skillbox_e2e::testkit_skills();
+    let state = tempfile::tempdir().unwrap();
+    let audit = state.path().join("audit.jsonl");
+    let (_server, url) = serve_http(&[
+        "--skills",
+        skills.path().to_str().unwrap(),
+        "--tools",
+        "all",
+        "--audit",
+        audit.to_str().unwrap(),
+    ]);
+    let http = reqwest::Client::new();
+    let from_meta = json!({"traceparent": format!("00-{TRACE_ID}-00f067aa0ba902b7-01")});
+    stateless_call(&http, &url, "testkit__noop", json!({}), from_meta)
+        .await
+        .unwrap();
+    let header = format!("00-{TRACE_ID}-1111111111111111-01");
+    let params = json!({"name": "testkit__noop", "arguments": {}});
+    let reply = skillbox_e2e::mcp::stateless_request(&http, &url, "tools/call", params, json!({}))
+        .header("traceparent", header)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    // Not a trace context: text a client would like in the audit log.
+    let forged = json!({"traceparent": "00-\",\"outcome\":\"ok-00f067aa0ba902b7-01"});
+    stateless_call(&http, &url, "testkit__noop", json!({}), forged)
+        .await
+        .unwrap();
+
+    let lines = audit_lines(&audit);
+    assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0]["trace_id"], TRACE_ID);
+    assert_eq!(lines[0]["parent_span_id"], "00f067aa0ba902b7");
+    assert_eq!(lines[1]["trace_id"], TRACE_ID);
+    assert_eq!(lines[1]["parent_span_id"], "1111111111111111");
+    assert!(lines[2].get("trace_id").is_none(), "{}", lines[2]);
+}
+
+fn sigterm(server: &HttpServer) {
+    let status = std::process::Command::new("kill")
+        .args(["-TERM", &server.0.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success());
+}
+
+/// Waits for the server process to exit; its exit code.
+fn exit_code(server: &mut HttpServer, within: Duration) -> Option<i32> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Some(status) = server.0.try_wait().expect("wait") {
+            return status.code();
+        }
+        assert!(Instant::now() < deadline, "the server did not exit");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until the server reports `n` calls in flight.
+async fn wait_active(url: &str, n: f64) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while sample(&scrape(url, None).await, "skillbox_active_calls", &[]) != Some(n) {
+        assert!(Instant::now() < deadline, "the call never started");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn sigterm_lets_a_long_call_finish_then_exits_0() {
+    let skills = skillbox_e2e::testkit_skills();
+    let state = tempfile::tempdir().unwrap();
+    let audit = state.path().join("audit.jsonl");
+    let (mut server, url) = serve_http(&[
+        "--skills",
+        skills.path().to_str().unwrap(),
+        "--tools",
+        "all",
+        "--audit",
+        audit.to_str().unwrap(),
+        "--shutdown-grace",
+        "60",
+    ]);
+    let long_call = tokio::spawn({
+        let url = url.clone();
+        async move {
+            let http = reqwest::Client::new();
+            stateless_call(
+                &http,
+                &url,
+                "testkit__sleep-ms",
+                json!({"ms": 2500}),
+                json!({}),
+            )
+            .await
+        }
+    });
+    wait_active(&url, 1.0).await;
+    sigterm(&server);
+
+    // New connections are refused at once; the call in flight finishes.
+    let refused = async {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while reqwest::get(format!("{}/healthz", base_url(&url)))
+            .await
+            .is_ok()
+        {
+            assert!(Instant::now() < deadline, "still accepting after SIGTERM");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    refused.await;
+    let result = long_call
+        .await
+        .unwrap()
+        .expect("the call in flight is answered");
+    assert_eq!(result["isError"], false, "{result}");
+    let code = tokio::task::spawn_blocking(move || exit_code(&mut server, Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(0));
+    let lines = audit_lines(&audit);
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert_eq!(lines[0]["tool"], "testkit__sleep-ms");
+    assert_eq!(lines[0]["outcome"], "ok");
+}
+
+#[tokio::test]
+async fn a_call_longer_than_the_grace_is_cut_off_and_the_server_still_exits_0() {
+    let skills = skillbox_e2e::testkit_skills();
+    let (mut server, url) = serve_http(&[
+        "--skills",
+        skills.path().to_str().unwrap(),
+        "--tools",
+        "all",
+        "--shutdown-grace",
+        "1",
+    ]);
+    let spinning = tokio::spawn({
+        let url = url.clone();
+        async move {
+            let http = reqwest::Client::new();
+            stateless_call(&http, &url, "testkit__spin", json!({}), json!({})).await
+        }
+    });
+    wait_active(&url, 1.0).await;
+    sigterm(&server);
+    // The spin's own limit is 60 s; the grace of 1 s ends it long before.
+    let code = tokio::task::spawn_blocking(move || exit_code(&mut server, Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(0));
+    let outcome = spinning.await.unwrap();
+    assert!(
+        outcome.as_ref().is_err() || outcome.as_ref().unwrap()["isError"] == true,
+        "{outcome:?}"
+    );
+}
