@@ -94,8 +94,11 @@ impl AuditLog {
     /// this makes them survive a power loss too). For shutdown.
     pub fn sync(&self) {
         let file = self.file.lock().unwrap_or_else(|e| e.into_inner());
-        if let Err(e) = file.sync_data() {
-            tracing::warn!("cannot sync the audit log: {e}");
+        match file.sync_data() {
+            // A pipe or terminal (`--audit /dev/stdout`) has nothing to sync.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {}
+            Err(e) => tracing::warn!("cannot sync the audit log: {e}"),
+            Ok(()) => {}
         }
     }
 }
