@@ -210,6 +210,7 @@ async fn a_traceparent_in_meta_or_header_reaches_the_audit_line() {
 
     let lines = audit_lines(&audit);
     assert_eq!(lines.len(), 3, "{lines:?}");
+    assert_eq!(lines[0]["client"], "skillbox-e2e 1", "stateless clients name themselves");
     assert_eq!(lines[0]["trace_id"], TRACE_ID);
     assert_eq!(lines[0]["parent_span_id"], "00f067aa0ba902b7");
     assert_eq!(lines[1]["trace_id"], TRACE_ID);

@@ -27,13 +27,31 @@ impl ProgressSink {
     }
 }
 
-/// The client's name and version, for the audit log.
+/// The `_meta` key under which a stateless (2026-07-28) client names
+/// itself on every request.
+const CLIENT_INFO_META_KEY: &str = "io.modelcontextprotocol/clientInfo";
+
+/// The client's name and version, for the audit log: from the request's
+/// `_meta` (stateless clients name themselves per request), else from the
+/// session's `initialize`.
 pub fn client_name(context: &RequestContext<RoleServer>) -> Option<String> {
-    context
-        .peer
-        .peer_info()
-        .map(|info| format!("{} {}", info.client_info.name, info.client_info.version))
+    let from_meta = context.meta.get(CLIENT_INFO_META_KEY).and_then(|info| {
+        let name = info.get("name")?.as_str()?;
+        let version = info.get("version").and_then(|v| v.as_str()).unwrap_or("");
+        Some(format!("{name} {version}").trim_end().to_string())
+    });
+    let name = from_meta.or_else(|| {
+        context
+            .peer
+            .peer_info()
+            .map(|info| format!("{} {}", info.client_info.name, info.client_info.version))
+    })?;
+    // Client-chosen text: kept short in every audit line.
+    Some(name[..name.floor_char_boundary(MAX_CLIENT_NAME)].to_string())
 }
+
+/// Bytes of a client's name and version kept for the audit log.
+const MAX_CLIENT_NAME: usize = 160;
 
 /// The idempotency key a client sent with this request, if any.
 pub fn idempotency_key(context: &RequestContext<RoleServer>) -> Option<String> {
