@@ -45,12 +45,13 @@
 //!
 //! | feature | adds | pulls in |
 //! |---|---|---|
-//! | (none) | [`Skillbox`]: skills, the sandbox, the call path | wasmtime, cap-std, tokio |
+//! | (none) | [`Skillbox`]: skills, the sandbox, the call path, Prometheus metrics | wasmtime, cap-std, tokio, prometheus |
 //! | `mcp` | [`mcp::Server`] over stdio or any async byte stream | rmcp |
 //! | `http` | Streamable HTTP, mountable in an axum app | axum, jsonwebtoken, reqwest |
 //! | `agent` | [`agent::Agent`], the agent loop, with any [`agent::Model`] | reqwest with rustls, backon |
 //! | `tokens` | real token counts (o200k_base) for catalog budgets | tiktoken-rs |
 //! | `tls` | `https://` for guests' granted network requests | rustls |
+//! | `otlp` | calls' spans continue a caller's W3C trace as OpenTelemetry spans (the binary exports them over OTLP/HTTP) | opentelemetry, tracing-opentelemetry |
 //! | `cli` (default) | the `skillbox` binary: all of the above | clap |
 //!
 //! An embedder usually wants `default-features = false` and the features

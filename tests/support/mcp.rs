@@ -217,6 +217,11 @@ impl Drop for HttpServer {
 /// unless ARGS name one) from the
 /// repository and returns it with the URL it reports.
 pub fn serve_http(args: &[&str]) -> (HttpServer, String) {
+    serve_http_with_env(args, &[])
+}
+
+/// [`serve_http`] with extra environment variables.
+pub fn serve_http_with_env(args: &[&str], env: &[(&str, &str)]) -> (HttpServer, String) {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     let mut server = HttpServer(
@@ -230,6 +235,7 @@ pub fn serve_http(args: &[&str]) -> (HttpServer, String) {
             .args(args)
             .current_dir(crate::repo())
             .envs(crate::hermetic_env())
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

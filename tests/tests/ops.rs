@@ -210,7 +210,10 @@ async fn a_traceparent_in_meta_or_header_reaches_the_audit_line() {
 
     let lines = audit_lines(&audit);
     assert_eq!(lines.len(), 3, "{lines:?}");
-    assert_eq!(lines[0]["client"], "skillbox-e2e 1", "stateless clients name themselves");
+    assert_eq!(
+        lines[0]["client"], "skillbox-e2e 1",
+        "stateless clients name themselves"
+    );
     assert_eq!(lines[0]["trace_id"], TRACE_ID);
     assert_eq!(lines[0]["parent_span_id"], "00f067aa0ba902b7");
     assert_eq!(lines[1]["trace_id"], TRACE_ID);
@@ -335,5 +338,81 @@ async fn a_call_longer_than_the_grace_is_cut_off_and_the_server_still_exits_0() 
     assert!(
         outcome.as_ref().is_err() || outcome.as_ref().unwrap()["isError"] == true,
         "{outcome:?}"
+    );
+}
+
+#[tokio::test]
+async fn with_an_otlp_endpoint_the_call_span_is_exported_inside_the_callers_trace() {
+    // A real OTLP/HTTP receiver: it keeps every body posted to /v1/traces.
+    let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post({
+            let received = received.clone();
+            move |body: String| async move {
+                received.lock().unwrap().push(body);
+                "{}"
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let skills = skillbox_e2e::testkit_skills();
+    let (mut server, url) = skillbox_e2e::mcp::serve_http_with_env(
+        &[
+            "--skills",
+            skills.path().to_str().unwrap(),
+            "--tools",
+            "all",
+        ],
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"),
+        ],
+    );
+    let http = reqwest::Client::new();
+    let meta = json!({"traceparent": format!("00-{TRACE_ID}-00f067aa0ba902b7-01")});
+    stateless_call(&http, &url, "testkit__noop", json!({}), meta)
+        .await
+        .unwrap();
+    // Shutdown sends what is still batched.
+    sigterm(&server);
+    let code = tokio::task::spawn_blocking(move || exit_code(&mut server, Duration::from_secs(30)))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(0));
+
+    let bodies = received.lock().unwrap().clone();
+    let spans: Vec<Value> = bodies
+        .iter()
+        .map(|b| serde_json::from_str::<Value>(b).expect("OTLP/JSON"))
+        .flat_map(|export| {
+            let mut spans = Vec::new();
+            for rs in export["resourceSpans"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+            {
+                for ss in rs["scopeSpans"].as_array().cloned().unwrap_or_default() {
+                    spans.extend(ss["spans"].as_array().cloned().unwrap_or_default());
+                }
+            }
+            spans
+        })
+        .collect();
+    let call = spans
+        .iter()
+        .find(|s| s["name"] == "call")
+        .unwrap_or_else(|| panic!("no call span exported: {bodies:?}"));
+    assert_eq!(call["traceId"].as_str().unwrap().to_lowercase(), TRACE_ID);
+    assert_eq!(
+        call["parentSpanId"].as_str().unwrap().to_lowercase(),
+        "00f067aa0ba902b7"
+    );
+    assert!(
+        bodies.iter().any(|b| b.contains("testkit__noop")),
+        "{bodies:?}"
     );
 }

@@ -300,14 +300,23 @@ impl Host {
         cancel: &CancellationToken,
     ) -> Result<CallReply, CallError> {
         use tracing::Instrument;
+        let tool = match &target {
+            Target::Tool { name, .. } => name.as_str(),
+            Target::Script { .. } => SCRIPT_LABEL,
+        };
         let span = match &caller.trace {
             Some(trace) => tracing::info_span!(
                 "call",
+                tool,
                 trace_id = %trace.trace_id,
                 parent_span_id = %trace.parent_id,
             ),
-            None => tracing::info_span!("call"),
+            None => tracing::info_span!("call", tool),
         };
+        #[cfg(feature = "otlp")]
+        if let Some(trace) = &caller.trace {
+            trace.continue_in(&span);
+        }
         self.call_in_span(caller, target, cancel)
             .instrument(span)
             .await

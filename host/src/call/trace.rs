@@ -51,6 +51,31 @@ impl TraceContext {
     }
 }
 
+#[cfg(feature = "otlp")]
+impl TraceContext {
+    /// Makes the caller's span the OpenTelemetry parent of `span`, so an
+    /// exported trace shows the call inside the caller's trace.
+    pub fn continue_in(&self, span: &tracing::Span) {
+        use opentelemetry::trace::{
+            SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
+        };
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        let (Ok(trace_id), Ok(span_id)) = (
+            TraceId::from_hex(&self.trace_id),
+            SpanId::from_hex(&self.parent_id),
+        ) else {
+            return;
+        };
+        let flags = if self.sampled {
+            TraceFlags::SAMPLED
+        } else {
+            TraceFlags::default()
+        };
+        let remote = SpanContext::new(trace_id, span_id, flags, true, TraceState::default());
+        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(remote));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::TraceContext;

@@ -9,6 +9,7 @@ mod compile;
 mod flags;
 mod serve;
 mod skills;
+mod telemetry;
 mod tool;
 
 use std::process::ExitCode;
@@ -106,8 +107,14 @@ impl From<anyhow::Error> for CliError {
 }
 
 pub fn main() -> ExitCode {
-    init_logging();
+    telemetry::init();
     let cli = Cli::parse();
+    let code = run_reporting(cli);
+    telemetry::shutdown();
+    code
+}
+
+fn run_reporting(cli: Cli) -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(CliError::Usage(msg)) => {
@@ -123,16 +130,6 @@ pub fn main() -> ExitCode {
             ExitCode::from(1)
         }
     }
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SKILLBOX_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .try_init();
 }
 
 fn run(cli: Cli) -> Result<ExitCode, CliError> {
