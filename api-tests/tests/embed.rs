@@ -148,6 +148,20 @@ async fn calls_a_tool_and_gets_typed_errors() {
         }) => assert_eq!(fuel, 10_000),
         other => panic!("expected out of fuel, got {other:?}"),
     }
+
+    // Each host counts its own calls, in the Prometheus text format.
+    let metrics = starved.metrics();
+    assert!(
+        metrics.contains("skillbox_sandbox_errors_total{kind=\"out_of_fuel\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        skillbox
+            .metrics()
+            .contains("skillbox_calls_total{outcome=\"unknown\",tool=\"(unresolved)\"} 1"),
+        "{}",
+        skillbox.metrics()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

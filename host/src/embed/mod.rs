@@ -176,6 +176,14 @@ impl Skillbox {
             .collect()
     }
 
+    /// The host's metrics in the Prometheus text format: calls by tool and
+    /// outcome, latency histograms, fuel, sandbox errors by kind, active
+    /// calls, compiled-code cache hits and misses, network egress. Serve it
+    /// at an application's own `/metrics`; the HTTP server does.
+    pub fn metrics(&self) -> String {
+        self.host.metrics_text()
+    }
+
     /// Every tool the skills export and this host serves, compiling each
     /// skill's components on first use (on tokio's blocking pool, as many
     /// at once as there are cores; a compiled-code cache makes later starts
