@@ -2,6 +2,9 @@
 //! over an in-memory byte stream to a client of the application's own, and
 //! mounted into the application's axum router beside its other routes.
 //!
+//! It serves the bundled skills, whose components `scripts/build-guests`
+//! builds into them:
+//!
 //! ```sh
 //! scripts/build-guests
 //! cargo run -p skillbox --example embed_mcp
@@ -74,6 +77,35 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .text()
         .await?;
     println!("GET / -> {page}");
+    // The MCP endpoint answers in the same application.
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "embed-example", "version": "1"},
+        },
+    });
+    let body = reqwest::Client::new()
+        .post(format!("http://{addr}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await?
+        .error_for_status()?
+        .text()
+        .await?;
+    // A session's first reply comes as a server-sent event.
+    let data = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .find(|data| !data.trim().is_empty())
+        .unwrap_or(&body);
+    let reply: serde_json::Value = serde_json::from_str(data.trim())?;
+    let name = reply["result"]["serverInfo"]["name"]
+        .as_str()
+        .ok_or("the mounted /mcp did not answer initialize")?;
+    println!("POST /mcp initialize -> server {name}");
     shutdown.cancel();
     serving.abort();
     Ok(())
