@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use skillbox::agent::{Agent, Model, ModelRequest, ModelResponse, ProviderError, Stop, ToolCall};
-use skillbox::mcp::Server;
+use skillbox::mcp::{HttpOptions, Server};
 use skillbox::{
     BuildError, CallError, CancellationToken, Effect, LimitOverrides, SandboxError, Skillbox,
 };
@@ -304,6 +304,61 @@ impl Model for Scripted {
     fn describe(&self) -> String {
         "scripted".into()
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_mounted_router_refuses_a_public_address_without_authentication() {
+    hermetic();
+    let skillbox = bundled().build().unwrap();
+    let server = Server::builder(&skillbox).build().unwrap();
+    let shutdown = skillbox::CancellationToken::new();
+
+    // The attack: mount the server on every interface with no token.
+    let public = HttpOptions::new("0.0.0.0:8080".parse().unwrap());
+    let refused = server.http_router(&public, shutdown.clone()).unwrap_err();
+    assert!(
+        refused
+            .to_string()
+            .contains("refusing to serve a non-loopback address without authentication"),
+        "{refused}"
+    );
+    let mut insecure = HttpOptions::new("0.0.0.0:8080".parse().unwrap());
+    insecure.insecure_no_auth = true;
+    assert!(server.http_router(&insecure, shutdown.clone()).is_ok());
+
+    // On loopback the mounted router serves the probes and /mcp.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let app = server
+        .http_router(&HttpOptions::new(addr), shutdown.clone())
+        .unwrap();
+    let serving = tokio::spawn(async move { axum::serve(listener, app).await });
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    loop {
+        let ready = reqwest::get(format!("http://{addr}/readyz")).await.unwrap();
+        if ready.status() == 200 {
+            let body: Value = ready.json().await.unwrap();
+            assert_eq!(body["status"], "ready");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let unauthenticated_elsewhere = reqwest::Client::new()
+        .post(format!("http://{addr}/mcp"))
+        .header("host", "evil.example")
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        unauthenticated_elsewhere.status(),
+        403,
+        "a foreign Host header is refused (DNS rebinding)"
+    );
+    shutdown.cancel();
+    serving.abort();
 }
 
 #[tokio::test(flavor = "multi_thread")]
