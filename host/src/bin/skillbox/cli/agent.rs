@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::Args;
 use serde_json::json;
 
-use super::flags::{SandboxFlags, SourceFlags, one_of};
+use super::flags::{AuditFlags, SandboxFlags, SourceFlags, one_of};
 use super::{CliError, print_json, runtime};
 use skillbox::ConfirmPolicy;
 use skillbox::agent::{Agent, AgentError, Approver, McpConfig, Provider, RetryPolicy, Stop};
@@ -75,19 +75,17 @@ pub struct AgentArgs {
     /// Print the final result as JSON on stdout.
     #[arg(long)]
     json: bool,
-    /// Append one JSON line per tool call to this audit file (default: the user's state folder).
-    #[arg(long, value_name = "FILE")]
-    audit: Option<PathBuf>,
+    #[command(flatten)]
+    audit: AuditFlags,
 }
 
 pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
-    let mut builder = args.sandbox.builder(&args.sources)?.confirm(args.confirm);
-    builder = builder.max_concurrency(4, None);
-    if let Some(file) = &args.audit {
-        builder = builder.audit_log(file);
-    } else {
-        builder = builder.default_audit_log();
-    }
+    let builder = args.audit.apply(
+        args.sandbox
+            .builder(&args.sources)?
+            .confirm(args.confirm)
+            .max_concurrency(4, None),
+    );
     let servers = args
         .mcp_config
         .as_deref()
@@ -181,7 +179,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
 fn agent_error(e: AgentError) -> CliError {
     match e {
         AgentError::Config(why) => CliError::Usage(why),
-        AgentError::Trace(e) => CliError::Usage(format!("--trace: cannot create the file ({e})")),
+        e @ AgentError::Trace { .. } => CliError::Usage(format!("--trace: {e}")),
         other => CliError::Other(other.into()),
     }
 }

@@ -209,6 +209,29 @@ impl SandboxFlags {
     }
 }
 
+/// Where the audit log goes, for commands that serve many calls.
+#[derive(Args, Debug)]
+pub struct AuditFlags {
+    /// Append one JSON line per tool call to this file (default: the
+    /// user's state folder; /dev/stdout for a log pipeline over HTTP).
+    #[arg(long, value_name = "FILE")]
+    pub audit: Option<PathBuf>,
+    /// Do not write an audit log.
+    #[arg(long, conflicts_with = "audit")]
+    pub no_audit: bool,
+}
+
+impl AuditFlags {
+    /// The file named, else the default one, unless there is to be none.
+    pub fn apply(&self, builder: Builder) -> Builder {
+        match (&self.audit, self.no_audit) {
+            (Some(file), _) => builder.audit_log(file),
+            (None, false) => builder.default_audit_log(),
+            (None, true) => builder,
+        }
+    }
+}
+
 /// Where skills are found.
 #[derive(Args, Debug, Clone)]
 pub struct SourceFlags {

@@ -9,7 +9,7 @@ use std::time::Duration;
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::flags::{SandboxFlags, SourceFlags, one_of};
+use super::flags::{AuditFlags, SandboxFlags, SourceFlags, one_of};
 use super::{CliError, runtime};
 use skillbox::ConfirmPolicy;
 use skillbox::mcp::{
@@ -110,12 +110,8 @@ pub struct ServeArgs {
     /// Bytes of a tool result put into the model's context; the rest is cut head and tail.
     #[arg(long, value_name = "N", default_value_t = DEFAULT_OUTPUT_BUDGET)]
     output_budget: usize,
-    /// Append one JSON line per tool call to this file (default: the user's state folder).
-    #[arg(long, value_name = "FILE")]
-    audit: Option<PathBuf>,
-    /// Do not write an audit log.
-    #[arg(long, conflicts_with = "audit")]
-    no_audit: bool,
+    #[command(flatten)]
+    audit: AuditFlags,
     /// How often to check skill folders for changes, in milliseconds (0 disables reload).
     #[arg(long, value_name = "MS", default_value_t = 2000)]
     reload_ms: u64,
@@ -125,16 +121,12 @@ pub struct ServeArgs {
 }
 
 pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
-    let mut builder = args
-        .sandbox
-        .builder(&args.sources)?
-        .confirm(args.confirm)
-        .max_concurrency(args.max_concurrency, args.max_calls_per_client);
-    if let Some(file) = &args.audit {
-        builder = builder.audit_log(file);
-    } else if !args.no_audit {
-        builder = builder.default_audit_log();
-    }
+    let builder = args.audit.apply(
+        args.sandbox
+            .builder(&args.sources)?
+            .confirm(args.confirm)
+            .max_concurrency(args.max_concurrency, args.max_calls_per_client),
+    );
     let http_addr = args
         .http
         .as_deref()
