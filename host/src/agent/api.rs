@@ -31,8 +31,11 @@ pub enum AgentError {
     #[error("{0}")]
     Server(String),
     /// The trace file cannot be created.
-    #[error("the trace file cannot be created ({0})")]
-    Trace(std::io::Error),
+    #[error("the trace file cannot be created ({reason}); name a file in a writable folder")]
+    Trace {
+        /// Why, in words (the OS's reason, without a path).
+        reason: String,
+    },
 }
 
 impl From<HubError> for AgentError {
@@ -119,11 +122,7 @@ impl<M: Model> Agent<M> {
                 max_steps: 20,
                 budget_tokens: None,
                 context_tokens: 32_000,
-                timeouts: Timeouts {
-                    read: Duration::from_secs(12),
-                    write: Duration::from_secs(32),
-                    script: Duration::from_secs(62),
-                },
+                timeouts: Timeouts::around_sandbox_defaults(),
                 catalog_budget: crate::skill::resident::DEFAULT_BUDGET_TOKENS,
                 servers: None,
                 approver: Approver::Refuse,
@@ -142,8 +141,11 @@ impl<M: Model> Agent<M> {
     /// (or `/NAME args` naming a skill) invokes that skill explicitly: its
     /// prompt becomes the first message and it is loaded up front.
     pub async fn run(&self, task: &str) -> Result<Run, AgentError> {
-        let trace =
-            Trace::open(self.trace_file.as_deref(), self.progress).map_err(AgentError::Trace)?;
+        let trace = Trace::open(self.trace_file.as_deref(), self.progress).map_err(|e| {
+            AgentError::Trace {
+                reason: crate::sandbox::io_reason(&e),
+            }
+        })?;
         let catalog = self.skillbox.host.catalog();
         let (task, invoked) = explicit_invocation(&catalog, task)?;
         let server = Server::builder(&self.skillbox)

@@ -53,6 +53,19 @@ pub struct Timeouts {
 }
 
 impl Timeouts {
+    /// How long the agent waits for a tool of each class: the sandbox's
+    /// own limit for the class, plus a margin for the reply to come back,
+    /// so the sandbox's precise error (not the agent's timeout) reaches
+    /// the model.
+    pub fn around_sandbox_defaults() -> Self {
+        const MARGIN: Duration = Duration::from_secs(2);
+        Timeouts {
+            read: SideEffect::Read.default_timeout() + MARGIN,
+            write: SideEffect::Write.default_timeout() + MARGIN,
+            script: SideEffect::Script.default_timeout() + MARGIN,
+        }
+    }
+
     fn of(&self, class: SideEffect) -> Duration {
         match class {
             SideEffect::Read => self.read,
