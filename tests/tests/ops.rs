@@ -416,3 +416,23 @@ async fn with_an_otlp_endpoint_the_call_span_is_exported_inside_the_callers_trac
         "{bodies:?}"
     );
 }
+
+#[tokio::test]
+async fn an_open_listen_stream_does_not_hold_the_drain_to_its_grace() {
+    let (mut server, url) = serve_http(&["--shutdown-grace", "120"]);
+    let client = skillbox_e2e::mcp::connect_stateless(Default::default(), &url).await;
+    let filter = rmcp::model::SubscriptionFilter::builder()
+        .tools_list_changed()
+        .build();
+    let _subscription = client
+        .peer()
+        .listen(filter)
+        .await
+        .expect("subscriptions/listen");
+    sigterm(&server);
+    // Far less than the 120 s grace: the stream is not a call in flight.
+    let code = tokio::task::spawn_blocking(move || exit_code(&mut server, Duration::from_secs(60)))
+        .await
+        .unwrap();
+    assert_eq!(code, Some(0));
+}

@@ -89,16 +89,19 @@ impl Drop for InFlightGuard {
     }
 }
 
-/// Counts a request as in flight until its response body is sent. Only
-/// POSTs: a GET on `/mcp` is a notification stream that lasts as long as
-/// the client wants, and holding a drain open for it would hold every
-/// shutdown to its full grace.
+/// Counts a request as in flight until its response body is sent. Not
+/// notification streams (a GET on `/mcp`, a 2026-07-28
+/// `subscriptions/listen`): they last as long as the client wants, and
+/// waiting for them would hold every shutdown to its full grace.
 pub async fn track(
     in_flight: Arc<InFlight>,
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    if request.method() != axum::http::Method::POST {
+    let stream = request.method() != axum::http::Method::POST
+        || request.headers().get("mcp-method").map(|m| m.as_bytes())
+            == Some(b"subscriptions/listen");
+    if stream {
         return next.run(request).await;
     }
     let guard = in_flight.enter();

@@ -5,6 +5,7 @@
 
 mod http_load;
 mod mcp;
+mod metrics;
 mod python;
 mod table;
 
@@ -184,6 +185,9 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         None
     };
 
+    eprintln!("bench: metrics: counting a call, rendering a scrape…");
+    let metrics_cost = metrics::run(args.iterations);
+
     let ratio = ratio_f(spawns.median, calls.median);
     let mut rows = vec![
         Row::timed("sandboxed call (new store+instantiate+call)", &calls)
@@ -195,6 +199,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         Row::timed("compile tool component, cold", &cold),
         Row::timed("load tool component from disk cache", &disk),
         Row::timed("load tool component, already loaded", &loaded),
+        Row::timed("metrics: count one call", &metrics_cost.observe),
+        Row::timed("metrics: render a scrape, 50 tools", &metrics_cost.render),
     ];
     if let Some(m) = &mcp {
         rows.extend([
@@ -211,6 +217,17 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                 format!("{:.0}", m.calls_per_sec_8),
             )
             .target("≥ 10,000", m.calls_per_sec_8 >= 10_000.0),
+            Row::figure(
+                "metrics counting, share of a stdio round trip",
+                format!(
+                    "{:.2} %",
+                    metrics::share(metrics_cost.observe.median, m.round_trip.median)
+                ),
+            )
+            .target(
+                "≤ 1 %",
+                metrics::share(metrics_cost.observe.median, m.round_trip.median) <= 1.0,
+            ),
             Row::timed("start to first tools/list, 4 skills", &m.startup_4),
             Row::timed("start to first tools/list, 50 skills", &m.startup_50)
                 .target("≤ 20 ms", m.startup_50.median <= Duration::from_millis(20)),
