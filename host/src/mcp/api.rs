@@ -80,6 +80,7 @@ impl Server {
         &self.skillbox
     }
 
+    #[cfg(any(feature = "http", feature = "agent"))]
     pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.shared
     }

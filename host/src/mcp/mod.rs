@@ -33,6 +33,7 @@ pub(crate) mod stdio;
 pub(crate) mod tasks;
 
 pub use api::{Server, ServerBuilder};
+#[cfg(feature = "agent")]
 pub(crate) use handler::Session;
 #[cfg(feature = "http")]
 pub use http::{DEFAULT_MAX_BODY_BYTES, DEFAULT_SHUTDOWN_GRACE, HttpOptions, parse_addr};
@@ -44,5 +45,6 @@ pub use results::DEFAULT_OUTPUT_BUDGET;
 pub use tasks::{DEFAULT_MAX_TASKS, DEFAULT_TASK_AFTER, DEFAULT_TASK_TTL};
 /// The default token budget of the resident skill catalog.
 pub const DEFAULT_CATALOG_BUDGET: usize = crate::skill::resident::DEFAULT_BUDGET_TOKENS;
+#[cfg(feature = "agent")]
 pub(crate) use server::Shared;
 pub use server::ToolsMode;
