@@ -229,16 +229,34 @@ fn sigterm(server: &HttpServer) {
     assert!(status.success());
 }
 
-/// Waits for the server process to exit; its exit code.
-fn exit_code(server: &mut HttpServer, within: Duration) -> Option<i32> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Some(status) = server.0.try_wait().expect("wait") {
-            return status.code();
+/// Waits (off the runtime's threads) for the server process to exit; its
+/// exit code.
+async fn exit_code(mut server: HttpServer, within: Duration) -> Option<i32> {
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + within;
+        loop {
+            if let Some(status) = server.0.try_wait().expect("wait") {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "the server did not exit");
+            std::thread::sleep(Duration::from_millis(20));
         }
-        assert!(Instant::now() < deadline, "the server did not exit");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    })
+    .await
+    .unwrap()
+}
+
+/// Sends one stateless `tools/call` in the background.
+fn spawn_call(
+    url: &str,
+    tool: &'static str,
+    arguments: Value,
+) -> tokio::task::JoinHandle<Result<Value, String>> {
+    let url = url.to_owned();
+    tokio::spawn(async move {
+        let http = reqwest::Client::new();
+        stateless_call(&http, &url, tool, arguments, json!({})).await
+    })
 }
 
 /// Waits until the server reports `n` calls in flight.
@@ -255,7 +273,7 @@ async fn sigterm_lets_a_long_call_finish_then_exits_0() {
     let skills = skillbox_e2e::testkit_skills();
     let state = tempfile::tempdir().unwrap();
     let audit = state.path().join("audit.jsonl");
-    let (mut server, url) = serve_http(&[
+    let (server, url) = serve_http(&[
         "--skills",
         skills.path().to_str().unwrap(),
         "--tools",
@@ -265,20 +283,7 @@ async fn sigterm_lets_a_long_call_finish_then_exits_0() {
         "--shutdown-grace",
         "60",
     ]);
-    let long_call = tokio::spawn({
-        let url = url.clone();
-        async move {
-            let http = reqwest::Client::new();
-            stateless_call(
-                &http,
-                &url,
-                "testkit__sleep-ms",
-                json!({"ms": 2500}),
-                json!({}),
-            )
-            .await
-        }
-    });
+    let long_call = spawn_call(&url, "testkit__sleep-ms", json!({"ms": 2500}));
     wait_active(&url, 1.0).await;
     sigterm(&server);
 
@@ -299,9 +304,7 @@ async fn sigterm_lets_a_long_call_finish_then_exits_0() {
         .unwrap()
         .expect("the call in flight is answered");
     assert_eq!(result["isError"], false, "{result}");
-    let code = tokio::task::spawn_blocking(move || exit_code(&mut server, Duration::from_secs(30)))
-        .await
-        .unwrap();
+    let code = exit_code(server, Duration::from_secs(30)).await;
     assert_eq!(code, Some(0));
     let lines = audit_lines(&audit);
     assert_eq!(lines.len(), 1, "{lines:?}");
@@ -312,7 +315,7 @@ async fn sigterm_lets_a_long_call_finish_then_exits_0() {
 #[tokio::test]
 async fn a_call_longer_than_the_grace_is_cut_off_and_the_server_still_exits_0() {
     let skills = skillbox_e2e::testkit_skills();
-    let (mut server, url) = serve_http(&[
+    let (server, url) = serve_http(&[
         "--skills",
         skills.path().to_str().unwrap(),
         "--tools",
@@ -320,19 +323,11 @@ async fn a_call_longer_than_the_grace_is_cut_off_and_the_server_still_exits_0() 
         "--shutdown-grace",
         "1",
     ]);
-    let spinning = tokio::spawn({
-        let url = url.clone();
-        async move {
-            let http = reqwest::Client::new();
-            stateless_call(&http, &url, "testkit__spin", json!({}), json!({})).await
-        }
-    });
+    let spinning = spawn_call(&url, "testkit__spin", json!({}));
     wait_active(&url, 1.0).await;
     sigterm(&server);
     // The spin's own limit is 60 s; the grace of 1 s ends it long before.
-    let code = tokio::task::spawn_blocking(move || exit_code(&mut server, Duration::from_secs(30)))
-        .await
-        .unwrap();
+    let code = exit_code(server, Duration::from_secs(30)).await;
     assert_eq!(code, Some(0));
     let outcome = spinning.await.unwrap();
     assert!(
@@ -360,7 +355,7 @@ async fn with_an_otlp_endpoint_the_call_span_is_exported_inside_the_callers_trac
     tokio::spawn(async move { axum::serve(listener, app).await });
 
     let skills = skillbox_e2e::testkit_skills();
-    let (mut server, url) = skillbox_e2e::mcp::serve_http_with_env(
+    let (server, url) = skillbox_e2e::mcp::serve_http_with_env(
         &[
             "--skills",
             skills.path().to_str().unwrap(),
@@ -379,9 +374,7 @@ async fn with_an_otlp_endpoint_the_call_span_is_exported_inside_the_callers_trac
         .unwrap();
     // Shutdown sends what is still batched.
     sigterm(&server);
-    let code = tokio::task::spawn_blocking(move || exit_code(&mut server, Duration::from_secs(30)))
-        .await
-        .unwrap();
+    let code = exit_code(server, Duration::from_secs(30)).await;
     assert_eq!(code, Some(0));
 
     let bodies = received.lock().unwrap().clone();
@@ -419,7 +412,7 @@ async fn with_an_otlp_endpoint_the_call_span_is_exported_inside_the_callers_trac
 
 #[tokio::test]
 async fn an_open_listen_stream_does_not_hold_the_drain_to_its_grace() {
-    let (mut server, url) = serve_http(&["--shutdown-grace", "120"]);
+    let (server, url) = serve_http(&["--shutdown-grace", "120"]);
     let client = skillbox_e2e::mcp::connect_stateless(Default::default(), &url).await;
     let filter = rmcp::model::SubscriptionFilter::builder()
         .tools_list_changed()
@@ -431,8 +424,6 @@ async fn an_open_listen_stream_does_not_hold_the_drain_to_its_grace() {
         .expect("subscriptions/listen");
     sigterm(&server);
     // Far less than the 120 s grace: the stream is not a call in flight.
-    let code = tokio::task::spawn_blocking(move || exit_code(&mut server, Duration::from_secs(60)))
-        .await
-        .unwrap();
+    let code = exit_code(server, Duration::from_secs(60)).await;
     assert_eq!(code, Some(0));
 }
