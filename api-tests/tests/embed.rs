@@ -13,7 +13,8 @@ use serde_json::{Value, json};
 use skillbox::agent::{Agent, Model, ModelRequest, ModelResponse, ProviderError, Stop, ToolCall};
 use skillbox::mcp::{HttpOptions, Server};
 use skillbox::{
-    BuildError, CallError, CancellationToken, Effect, LimitOverrides, SandboxError, Skillbox,
+    BuildError, CallError, CancellationToken, Effect, LimitOverrides, PolicyError, SandboxError,
+    Skillbox,
 };
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
@@ -28,6 +29,7 @@ fn hermetic() -> &'static Path {
     HOME.get_or_init(|| {
         let home = tempfile::tempdir().unwrap();
         // SAFETY: set once, before any thread of this test binary reads them.
+        #[allow(unsafe_code)]
         unsafe {
             std::env::set_var("HOME", home.path());
             for var in [
@@ -50,7 +52,7 @@ fn bundled() -> skillbox::Builder {
     hermetic();
     Skillbox::builder()
         .skills_dir(repo().join("skills"))
-        .workspace(repo().join("examples/workspace"), false)
+        .workspace(repo().join("examples/workspace"))
 }
 
 /// A skill whose only tool loops until it is stopped.
@@ -128,13 +130,9 @@ async fn calls_a_tool_and_gets_typed_errors() {
         .unwrap_err();
     assert_eq!(unknown.code(), "unknown", "{unknown}");
 
-    let starved = bundled()
-        .limits(LimitOverrides {
-            fuel: Some(10_000),
-            ..LimitOverrides::default()
-        })
-        .build()
-        .unwrap();
+    let mut tiny_fuel = LimitOverrides::default();
+    tiny_fuel.fuel = Some(10_000);
+    let starved = bundled().limits(tiny_fuel).build().unwrap();
     match starved
         .call_tool(
             "log-inspect__grep",
@@ -181,9 +179,11 @@ async fn a_token_cancels_a_running_call() {
                 .await
         }
     });
-    // Let the guest start spinning, then cancel; the sandbox must stop it
-    // long before its 60-second limit.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Once the guest is running (it holds a call slot), cancel; the
+    // sandbox must stop it long before its 60-second limit.
+    while !skillbox.metrics().contains("skillbox_active_calls 1") {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
     cancel.cancel();
     let result = tokio::time::timeout(Duration::from_secs(30), call)
         .await
@@ -204,12 +204,18 @@ fn a_write_grant_over_the_skills_is_refused_at_build() {
     let skills = spinning_skill();
     let refused = Skillbox::builder()
         .skills_dir(skills.path())
-        .workspace(skills.path(), true)
+        .writable_workspace(skills.path())
         .build()
         .unwrap_err();
-    assert!(matches!(refused, BuildError::Policy(_)), "{refused:?}");
+    assert!(
+        matches!(
+            refused,
+            BuildError::Policy(PolicyError::WriteOverHostState { .. })
+        ),
+        "{refused:?}"
+    );
     let missing = Skillbox::builder()
-        .workspace(skills.path().join("nowhere"), false)
+        .workspace(skills.path().join("nowhere"))
         .build()
         .unwrap_err();
     assert!(
@@ -293,11 +299,9 @@ impl Model for Scripted {
             ),
             _ => (Some("counted".to_string()), Vec::new()),
         };
-        Ok(ModelResponse {
-            text,
-            tool_calls,
-            usage: Default::default(),
-            stop_reason: None,
+        Ok(match text {
+            Some(text) => ModelResponse::answer(text),
+            None => ModelResponse::calling(tool_calls),
         })
     }
 
@@ -311,7 +315,7 @@ async fn a_mounted_router_refuses_a_public_address_without_authentication() {
     hermetic();
     let skillbox = bundled().build().unwrap();
     let server = Server::builder(&skillbox).build().unwrap();
-    let shutdown = skillbox::CancellationToken::new();
+    let shutdown = CancellationToken::new();
 
     // The attack: mount the server on every interface with no token.
     let public = HttpOptions::new("0.0.0.0:8080".parse().unwrap());

@@ -22,7 +22,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // skills, and one folder mounted read-only at /workspace.
     let skillbox = Skillbox::builder()
         .skills_dir(&skills)
-        .workspace(&workspace, false)
+        .workspace(&workspace)
         .build()?;
 
     let tools = skillbox.tools().await;
@@ -40,13 +40,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // The same call with a CPU budget far too small: the sandbox stops the
     // guest, and the error says what happened and what to do.
+    let mut tiny_fuel = LimitOverrides::default();
+    tiny_fuel.fuel = Some(10_000);
     let starved = Skillbox::builder()
         .skills_dir(&skills)
-        .workspace(&workspace, false)
-        .limits(LimitOverrides {
-            fuel: Some(10_000),
-            ..LimitOverrides::default()
-        })
+        .workspace(&workspace)
+        .limits(tiny_fuel)
         .build()?;
     match starved.call_tool("log-inspect__grep", arguments).await {
         Err(CallError::Sandbox {

@@ -15,7 +15,7 @@
 //! // Skills from one folder; the workspace read-only; nothing else granted.
 //! let skillbox = Skillbox::builder()
 //!     .skills_dir("skills")
-//!     .workspace("examples/workspace", false)
+//!     .workspace("examples/workspace")
 //!     .build()?;
 //!
 //! for tool in skillbox.tools().await {
@@ -61,6 +61,9 @@
 //! [Agent Skills]: https://agentskills.io
 
 #![deny(missing_docs)]
+// stdout is the MCP channel when serving over stdio: the library never
+// writes to it.
+#![deny(clippy::print_stdout)]
 
 #[cfg(feature = "agent")]
 pub mod agent;
@@ -78,45 +81,82 @@ mod skill;
 
 pub use call::{CallError, ConfirmPolicy};
 pub use embed::{
-    BuildError, Builder, Compiled, ScriptOutput, SkillInfo, Skillbox, ToolInfo, ToolOutput,
+    BuildError, Builder, CompileOutcome, Compiled, ScriptOutput, SkillInfo, Skillbox, ToolInfo,
+    ToolOutput,
 };
-pub use sandbox::{Mount, NetRequest, NetRule, QuotaKind, SandboxError, Usage};
+pub use sandbox::{EngineError, Mount, NetRequest, NetRule, QuotaKind, SandboxError, Usage};
 pub use schema::ArgError;
 pub use skill::Effect;
-pub use skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant};
+pub use skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, PolicyError};
 pub use tokio_util::sync::CancellationToken;
 
 /// Internals the `skillbox` binary, its benchmarks and the end-to-end tests
-/// reach into. **No stability promise**: anything here may change or go in
-/// any release. An embedder who needs something from here should ask for
-/// it in the stable API instead.
+/// reach into, each listed by name. **No stability promise**: anything
+/// here may change or go in any release. An embedder who needs something
+/// from here should ask for it in the stable API instead.
 #[allow(missing_docs)]
 pub mod unstable {
     pub use crate::skill::discover::Limits as DiscoveryLimits;
 
     /// Scaffolding a new skill and building its tool.
     pub mod author {
-        pub use crate::author::*;
+        pub use crate::author::{NewSkill, TOOL_CRATE, build, new_skill};
     }
-    /// The call path's pieces: redaction, the audit log.
+    /// The call path's pieces the benchmarks measure.
     pub mod call {
-        pub use crate::call::*;
-    }
-    /// The user's folders (state, cache, data).
-    pub mod dirs {
-        pub use crate::dirs::*;
+        pub mod audit {
+            pub use crate::call::audit::Record;
+        }
+        pub mod metrics {
+            pub use crate::call::metrics::Metrics;
+        }
+        pub mod redact {
+            pub use crate::call::redact::Redactor;
+        }
     }
     /// The sandbox itself: engine, components, grants, limits.
     pub mod sandbox {
-        pub use crate::sandbox::*;
+        pub use crate::sandbox::{
+            CompileOrigin, DiskCache, EngineOptions, Grants, Limits, LoadedComponent,
+            MAX_MEMORY_BYTES, MIB, PinnedDir, Sandbox, SandboxError, SideEffect, WorkspaceGrant,
+        };
     }
-    /// WIT types to JSON Schema; JSON to component values and back.
+    /// WIT types to JSON Schema.
     pub mod schema {
-        pub use crate::schema::*;
+        pub use crate::schema::output_schema;
     }
     /// SKILL.md, manifests, discovery, the catalog, checks.
     pub mod skill {
-        pub use crate::skill::*;
+        pub use crate::skill::{Catalog, Diagnostic, Skill, Source, SourceKind, SourceOptions};
+        pub mod check {
+            pub use crate::skill::check::{check_folder, skill_folders};
+        }
+        pub mod diagnostic {
+            pub use crate::skill::diagnostic::has_errors;
+        }
+        pub mod discover {
+            pub use crate::skill::discover::Limits;
+        }
+        pub mod invoke {
+            pub use crate::skill::invoke::{parse, render, resolve};
+        }
+        pub mod policy {
+            pub use crate::skill::policy::{
+                Ceilings, EnvGrant, LimitOverrides, NetGrant, UserPolicy, grants,
+            };
+        }
+        pub mod resident {
+            pub use crate::skill::resident::{DEFAULT_BUDGET_TOKENS, line};
+        }
+        pub mod source {
+            pub use crate::skill::source::{Source, SourceKind, SourceOptions};
+        }
+        pub mod tokens {
+            pub use crate::skill::tokens::{BODY_TOKEN_WARNING, count, description_problem};
+        }
+        pub mod tools {
+            pub use crate::skill::tools::{resolve, split_tool_name};
+        }
     }
     /// The MCP server's tool definitions, as the catalog commands show them.
     #[cfg(feature = "mcp")]

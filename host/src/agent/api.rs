@@ -7,9 +7,10 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 
 use super::approve::{AgentClient, Approver};
-use super::control::{AgentLoop, LoopOptions, Outcome, Timeouts};
+use super::control::{AgentLoop, LoopOptions, Timeouts};
 use super::mcp_config::McpConfig;
 use super::provider::Model;
+use super::stop::Outcome;
 use super::tools::{HubError, ToolHub};
 use super::trace::Trace;
 use crate::Skillbox;
@@ -70,12 +71,7 @@ pub struct Run {
 ///
 /// impl Model for Gateway {
 ///     async fn complete(&self, _: &ModelRequest<'_>) -> Result<ModelResponse, ProviderError> {
-///         Ok(ModelResponse {
-///             text: Some("done".into()),
-///             tool_calls: Vec::new(),
-///             usage: Default::default(),
-///             stop_reason: None,
-///         })
+///         Ok(ModelResponse::answer("done"))
 ///     }
 ///
 ///     fn describe(&self) -> String {
@@ -249,8 +245,8 @@ impl<M: Model> AgentBuilder<M> {
 
     /// Prints one progress line per step on stderr (off by default: the
     /// library prints nothing unless asked).
-    pub fn progress(mut self, on: bool) -> Self {
-        self.agent.progress = on;
+    pub fn show_progress(mut self) -> Self {
+        self.agent.progress = true;
         self
     }
 

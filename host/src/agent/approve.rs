@@ -27,13 +27,11 @@ pub enum Approver {
 }
 
 impl Approver {
-    /// `--yes` approves; otherwise a terminal is asked, and without one
-    /// every confirmation is refused.
-    pub fn for_run(yes: bool) -> Self {
+    /// The person at the terminal is asked; without a terminal every
+    /// confirmation is refused.
+    pub fn for_terminal() -> Self {
         use std::io::IsTerminal;
-        if yes {
-            Approver::Yes
-        } else if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+        if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
             Approver::Prompt
         } else {
             Approver::Refuse

@@ -38,27 +38,67 @@ pub enum ServerSpec {
     },
 }
 
+/// Why an `--mcp-config` file cannot be used: each says what to fix.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+#[deny(missing_docs)]
+pub enum McpConfigError {
+    /// The file cannot be read.
+    #[error("--mcp-config {}: cannot read it ({reason})", path.display())]
+    Unreadable {
+        /// The file given.
+        path: std::path::PathBuf,
+        /// Why, in words.
+        reason: String,
+    },
+    /// The file is not the `mcpServers` form.
+    #[error(
+        "--mcp-config {}: {why}; expected {{\"mcpServers\": {{\"name\": {{\"command\": …, \
+         \"args\": […]}} or {{\"url\": …}}}}}}",
+        path.display()
+    )]
+    Invalid {
+        /// The file given.
+        path: std::path::PathBuf,
+        /// What the JSON parser found.
+        why: String,
+    },
+    /// A server name that cannot prefix tool names.
+    #[error(
+        "--mcp-config {}: server name `{name}` must use letters, digits, `-` and `_` only: it \
+         prefixes tool names",
+        path.display()
+    )]
+    ServerName {
+        /// The file given.
+        path: std::path::PathBuf,
+        /// The name.
+        name: String,
+    },
+}
+
 impl McpConfig {
     /// Reads and checks a configuration file; the error says what to fix.
-    pub fn load(path: &Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("--mcp-config {}: cannot read it ({e})", path.display()))?;
-        let config: McpConfig = serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "--mcp-config {}: {e}; expected {{\"mcpServers\": {{\"name\": {{\"command\": …, \"args\": […]}} or {{\"url\": …}}}}}}",
-                path.display()
-            )
+    pub fn load(path: &Path) -> Result<Self, McpConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| McpConfigError::Unreadable {
+            path: path.to_path_buf(),
+            reason: crate::sandbox::io_reason(&e),
         })?;
+        let config: McpConfig =
+            serde_json::from_str(&text).map_err(|e| McpConfigError::Invalid {
+                path: path.to_path_buf(),
+                why: e.to_string(),
+            })?;
         for name in config.mcp_servers.keys() {
             if name.is_empty()
                 || !name
                     .chars()
                     .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
             {
-                return Err(format!(
-                    "--mcp-config {}: server name `{name}` must use letters, digits, `-` and `_` only: it prefixes tool names",
-                    path.display()
-                ));
+                return Err(McpConfigError::ServerName {
+                    path: path.to_path_buf(),
+                    name: name.clone(),
+                });
             }
         }
         Ok(config)

@@ -15,17 +15,20 @@ mod api;
 pub(crate) mod approve;
 pub(crate) mod control;
 pub(crate) mod conversation;
+mod idempotency;
 pub(crate) mod mcp_config;
+mod prompt;
 pub(crate) mod provider;
+mod stop;
 pub(crate) mod tools;
 pub(crate) mod trace;
 
 pub use api::{Agent, AgentBuilder, AgentError, Run};
 pub use approve::Approver;
-pub use control::{Outcome, Stop};
 pub use conversation::{Message, ToolCall, ToolDef};
-pub use mcp_config::McpConfig;
+pub use mcp_config::{McpConfig, McpConfigError};
 pub use provider::{
-    Model, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy, Usage,
+    Model, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy, TokenUsage,
 };
+pub use stop::{Outcome, Stop};
 pub use trace::Trace;

@@ -13,5 +13,5 @@
 mod build;
 mod scaffold;
 
-pub use build::{BuildError, Built, TOOL_CRATE, build};
-pub use scaffold::{NewSkill, ScaffoldError, new_skill};
+pub use build::{TOOL_CRATE, build};
+pub use scaffold::{NewSkill, new_skill};

@@ -91,7 +91,8 @@ impl AuditLog {
 
 impl AuditLog {
     /// Syncs the appended lines to disk (each is already written whole;
-    /// this makes them survive a power loss too). For shutdown.
+    /// this makes them survive a power loss too). For the HTTP drain.
+    #[cfg(feature = "http")]
     pub fn sync(&self) {
         let file = self.file.lock().unwrap_or_else(|e| e.into_inner());
         match file.sync_data() {

@@ -13,7 +13,7 @@ use super::metrics::Metrics;
 use super::slots::{CallSlots, Slot};
 use super::trace::TraceContext;
 use crate::sandbox::{LoadedComponent, Sandbox, SandboxError};
-use crate::skill::policy::{self, HostState, LimitOverrides, UserPolicy};
+use crate::skill::policy::{self, HostState, LimitOverrides, PolicyError, UserPolicy};
 use crate::skill::tools::{self, SkillTool};
 use crate::skill::{Catalog, Skill, SourceOptions};
 
@@ -84,7 +84,7 @@ impl Host {
         options: HostOptions,
         sandbox: Arc<Sandbox>,
         audit: Option<AuditLog>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, PolicyError> {
         let catalog = Catalog::build(&options.sources);
         policy::check_env_grants(&catalog, &options.policy)?;
         policy::check_net_grants(&catalog, &options.policy)?;
@@ -288,6 +288,7 @@ impl Host {
     /// Waits for a call slot: at most `max_concurrency` calls run at once,
     /// and at most `max_per_client` for one principal.
     pub async fn call_slot(&self, principal: Option<&str>) -> Result<Slot, SandboxError> {
+        let _waiting = self.metrics.waiting_call();
         self.calls
             .acquire(principal)
             .await
@@ -327,7 +328,8 @@ impl Host {
         }
     }
 
-    /// Syncs the audit log to disk, for shutdown.
+    /// Syncs the audit log to disk, for the HTTP drain.
+    #[cfg(feature = "http")]
     pub fn sync_audit(&self) {
         if let Some(audit) = &self.audit {
             audit.sync();

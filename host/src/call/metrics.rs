@@ -34,6 +34,7 @@ pub struct Metrics {
     fuel: IntCounterVec,
     sandbox_errors: IntCounterVec,
     active_calls: IntGauge,
+    waiting_calls: IntGauge,
     sessions: IntGauge,
     cache: IntCounterVec,
     egress_bytes: IntCounter,
@@ -97,6 +98,10 @@ impl Metrics {
                 "skillbox_active_calls",
                 "Calls holding a call slot right now.",
             ),
+            waiting_calls: gauge(
+                "skillbox_waiting_calls",
+                "Calls waiting for a call slot right now (--max-concurrency, or one client's share).",
+            ),
             sessions: gauge(
                 "skillbox_sessions",
                 "Open MCP sessions (2025-11-25 clients over HTTP; stateless requests open none).",
@@ -146,9 +151,13 @@ impl Metrics {
     }
 
     /// Marks a call as holding a slot until the guard drops.
-    pub fn active_call(&self) -> ActiveCall {
-        self.active_calls.inc();
-        ActiveCall(self.active_calls.clone())
+    pub fn active_call(&self) -> Counted {
+        Counted::in_gauge(&self.active_calls)
+    }
+
+    /// Marks a call as waiting for a slot until the guard drops.
+    pub fn waiting_call(&self) -> Counted {
+        Counted::in_gauge(&self.waiting_calls)
     }
 
     /// Sets the open-sessions gauge (the HTTP layer knows the number).
@@ -178,10 +187,18 @@ impl Default for Metrics {
     }
 }
 
-/// A call counted in `skillbox_active_calls` while this lives.
-pub struct ActiveCall(IntGauge);
+/// A call counted in a gauge (`skillbox_active_calls`,
+/// `skillbox_waiting_calls`) while this lives.
+pub struct Counted(IntGauge);
 
-impl Drop for ActiveCall {
+impl Counted {
+    fn in_gauge(gauge: &IntGauge) -> Self {
+        gauge.inc();
+        Counted(gauge.clone())
+    }
+}
+
+impl Drop for Counted {
     fn drop(&mut self) {
         self.0.dec();
     }

@@ -37,6 +37,7 @@ pub struct Builder {
     max_concurrency: usize,
     max_per_client: Option<usize>,
     cache: Place,
+    cache_max_bytes: u64,
     audit: Place,
 }
 
@@ -60,6 +61,7 @@ impl Default for Builder {
             max_concurrency: 8,
             max_per_client: None,
             cache: Place::Default,
+            cache_max_bytes: crate::sandbox::DEFAULT_CACHE_MAX_BYTES,
             audit: Place::Nowhere,
         }
     }
@@ -74,12 +76,23 @@ impl Builder {
         self
     }
 
-    /// Also loads the skills a `skillbox` command would: the bundled ones,
-    /// the user's (`~/.skillbox/skills`, `~/.agents/skills`) and, with
-    /// `trust_project`, the current folder's `.agents/skills` and
-    /// `.claude/skills`. Folders given with [`Builder::skills_dir`] still
-    /// take precedence.
-    pub fn installed_skills(mut self, trust_project: bool) -> Self {
+    /// Also loads the skills a `skillbox` command would: the bundled ones
+    /// and the user's (`~/.skillbox/skills`, `~/.agents/skills`). The
+    /// current folder's `.agents/skills` and `.claude/skills` are found but
+    /// not loaded (a diagnostic says so) unless
+    /// [`Builder::trust_project_skills`] is given too. Folders given with
+    /// [`Builder::skills_dir`] still take precedence.
+    pub fn installed_skills(self) -> Self {
+        self.installed(false)
+    }
+
+    /// [`Builder::installed_skills`], and the current folder's project
+    /// skills loaded as trusted (what `--trust-project` does).
+    pub fn trust_project_skills(self) -> Self {
+        self.installed(true)
+    }
+
+    fn installed(mut self, trust_project: bool) -> Self {
         let found = SourceOptions::from_environment(Vec::new(), trust_project);
         self.sources.home = found.home;
         self.sources.project = found.project;
@@ -108,13 +121,21 @@ impl Builder {
         self
     }
 
-    /// Mounts `dir` at `/workspace` for the skills that request it,
-    /// read-only unless `writable`. [`Builder::build`] refuses a writable
-    /// workspace that covers the host's own state (skill folders, cache,
-    /// audit log).
-    pub fn workspace(mut self, dir: impl Into<PathBuf>, writable: bool) -> Self {
+    /// Mounts `dir` read-only at `/workspace` for the skills that request
+    /// it.
+    pub fn workspace(mut self, dir: impl Into<PathBuf>) -> Self {
         self.policy.workspace = Some(dir.into());
-        self.policy.allow_write = writable;
+        self.policy.allow_write = false;
+        self
+    }
+
+    /// Mounts `dir` at `/workspace`, writable for the skills that request
+    /// write access (functions declared `read` still get it read-only).
+    /// [`Builder::build`] refuses a writable workspace that covers the
+    /// host's own state (skill folders, cache, audit log).
+    pub fn writable_workspace(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.policy.workspace = Some(dir.into());
+        self.policy.allow_write = true;
         self
     }
 
@@ -146,8 +167,8 @@ impl Builder {
 
     /// Serves only tools declared `read`: no writes, no scripts, and the
     /// workspace read-only.
-    pub fn read_only(mut self, read_only: bool) -> Self {
-        self.read_only = read_only;
+    pub fn read_only(mut self) -> Self {
+        self.read_only = true;
         self
     }
 
@@ -171,6 +192,14 @@ impl Builder {
     /// cache folder (`$SKILLBOX_CACHE_DIR`, `$XDG_CACHE_HOME/skillbox`).
     pub fn cache_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.cache = Place::At(dir.into());
+        self
+    }
+
+    /// Keeps the compiled-code cache under `bytes`: after each store, the
+    /// files used least recently are removed until it fits (default:
+    /// 2 GiB). Files no process loaded for 30 days go at any size.
+    pub fn cache_max_bytes(mut self, bytes: u64) -> Self {
+        self.cache_max_bytes = bytes;
         self
     }
 
@@ -212,7 +241,8 @@ impl Builder {
             Place::Default => DiskCache::default_location(),
             Place::At(dir) => Some(DiskCache::new(dir)),
             Place::Nowhere => None,
-        };
+        }
+        .map(|cache| cache.with_max_bytes(self.cache_max_bytes));
         let audit = match self.audit {
             Place::Default => AuditLog::default_path(),
             Place::At(file) => Some(file),
@@ -227,9 +257,8 @@ impl Builder {
             })
             .transpose()?;
         #[cfg(feature = "mcp")]
-        let fingerprint = crate::mcp::reload::fingerprint_sources(&self.sources);
-        let sandbox = Sandbox::with_options(&EngineOptions::default(), cache)
-            .map_err(|e| BuildError::Engine(format!("{e:#}")))?;
+        let fingerprint = crate::skill::fingerprint::fingerprint_sources(&self.sources);
+        let sandbox = Sandbox::with_options(&EngineOptions::default(), cache)?;
         let options = HostOptions {
             sources: self.sources,
             policy: self.policy,
@@ -242,7 +271,7 @@ impl Builder {
             read_only: self.read_only,
             confirm: self.confirm,
         };
-        let host = Host::new(options, Arc::new(sandbox), audit).map_err(BuildError::Policy)?;
+        let host = Host::new(options, Arc::new(sandbox), audit)?;
         Ok(Skillbox {
             host: Arc::new(host),
             #[cfg(feature = "mcp")]

@@ -18,12 +18,25 @@ pub struct Compiled {
     pub skill: String,
     /// Its path inside the skill folder.
     pub component: String,
-    /// `Ok(true)` when it came from the compiled-code cache, `Ok(false)`
-    /// when it was compiled (and stored, if there is a cache), or why it
-    /// could not be loaded.
-    pub from_cache: Result<bool, String>,
+    /// Where its code came from, or why it could not be loaded.
+    pub outcome: CompileOutcome,
     /// How long it took.
     pub took: Duration,
+}
+
+/// What [`Skillbox::compile_all`] did with one component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CompileOutcome {
+    /// Its compiled code was already in the compiled-code cache.
+    FromCache,
+    /// It was compiled now (and stored, if there is a cache).
+    Compiled,
+    /// It could not be loaded.
+    Failed {
+        /// Why, in words.
+        reason: String,
+    },
 }
 
 impl Skillbox {
@@ -50,7 +63,11 @@ impl Skillbox {
                 let compiled = Compiled {
                     skill: skill.name().to_string(),
                     component: rel.to_string(),
-                    from_cache: loaded.map(|c| c.origin == CompileOrigin::DiskCache),
+                    outcome: match loaded {
+                        Ok(c) if c.origin == CompileOrigin::DiskCache => CompileOutcome::FromCache,
+                        Ok(_) => CompileOutcome::Compiled,
+                        Err(reason) => CompileOutcome::Failed { reason },
+                    },
                     took: started.elapsed(),
                 };
                 let n = done.fetch_add(1, Ordering::Relaxed) + 1;

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 pub use builder::Builder;
-pub use compile::Compiled;
+pub use compile::{CompileOutcome, Compiled};
 
 use crate::call::{CallError, Caller, Host, Outcome, Target};
 use crate::sandbox::{NetRequest, Usage};
@@ -27,7 +27,7 @@ use crate::skill::Effect;
 ///
 /// let skillbox = skillbox::Skillbox::builder()
 ///     .skills_dir("skills")
-///     .workspace("examples/workspace", false)
+///     .workspace("examples/workspace")
 ///     .build()?;
 /// let output = skillbox
 ///     .call_tool("log-inspect__grep", json!({"path": "logs/app.log", "pattern": "ERROR"}))
@@ -58,8 +58,8 @@ pub enum BuildError {
     /// A grant does not fit the skills (an environment key several skills
     /// request, a network grant for a skill that does not request it), or
     /// a write grant covers the host's own state.
-    #[error("{0}")]
-    Policy(String),
+    #[error(transparent)]
+    Policy(#[from] crate::skill::policy::PolicyError),
     /// The audit log cannot be opened for appending.
     #[error("the audit log `{name}` cannot be opened for appending ({reason})")]
     AuditLog {
@@ -70,8 +70,8 @@ pub enum BuildError {
     },
     /// The WebAssembly engine could not start (for example, the system
     /// refused the virtual memory it reserves).
-    #[error("the sandbox engine could not start: {0}")]
-    Engine(String),
+    #[error(transparent)]
+    Engine(#[from] crate::sandbox::EngineError),
 }
 
 /// One loaded skill, as a catalog lists it.

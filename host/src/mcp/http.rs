@@ -12,11 +12,11 @@ use std::time::Duration;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use super::handler::Session;
 use super::http_guard::{BearerToken, CappedListener, CappedSessions, ClientAddr, require_bearer};
 use super::oauth::{self, Verifier};
-use super::ops;
 use super::server::Shared;
+use super::session::Session;
+use super::{lifecycle, ops};
 
 /// How the HTTP endpoint is exposed. Start from [`HttpOptions::new`]: a
 /// loopback address needs nothing else.
@@ -76,16 +76,24 @@ impl HttpOptions {
 
 /// Parses `--http ADDR`: `PORT`, `:PORT`, `HOST:PORT`; a bare port binds
 /// 127.0.0.1.
-pub fn parse_addr(text: &str) -> Result<SocketAddr, String> {
+pub fn parse_addr(text: &str) -> Result<SocketAddr, AddrError> {
     let text = text.trim();
     let candidate = if let Ok(port) = text.trim_start_matches(':').parse::<u16>() {
         format!("127.0.0.1:{port}")
     } else {
         text.to_string()
     };
-    candidate.parse().map_err(|_| {
-        format!("--http {text}: not an address; use PORT, 127.0.0.1:PORT or [::1]:PORT")
+    candidate.parse().map_err(|_| AddrError {
+        text: text.to_string(),
     })
+}
+
+/// `--http` was given something that is not a port or an address.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("--http {text}: not an address; use PORT, 127.0.0.1:PORT or [::1]:PORT")]
+pub struct AddrError {
+    /// What was given.
+    pub text: String,
 }
 
 fn config(options: &HttpOptions, shutdown: CancellationToken) -> StreamableHttpServerConfig {
@@ -194,7 +202,7 @@ pub fn router(
         // a token. Both the root form and the form with the resource's
         // path (RFC 9728) are served.
         let metadata = (
-            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            [(http::header::CONTENT_TYPE, "application/json")],
             verifier.metadata().to_string(),
         );
         let resource_path = reqwest::Url::parse(&verifier.options().resource)
@@ -218,7 +226,7 @@ pub fn router(
     let in_flight = server.in_flight.clone();
     router
         .layer(axum::middleware::from_fn(move |request, next| {
-            ops::track(in_flight.clone(), request, next)
+            lifecycle::track(in_flight.clone(), request, next)
         }))
         .merge(ops::probes(server))
 }

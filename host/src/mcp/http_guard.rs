@@ -41,19 +41,44 @@ impl std::fmt::Debug for BearerToken {
     }
 }
 
+/// Why `--auth-token-file` cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+#[deny(missing_docs)]
+pub enum TokenFileError {
+    /// The file cannot be read.
+    #[error("--auth-token-file {}: cannot read it ({reason})", path.display())]
+    Unreadable {
+        /// The file given.
+        path: std::path::PathBuf,
+        /// Why, in words.
+        reason: String,
+    },
+    /// The token is too short to resist guessing.
+    #[error(
+        "--auth-token-file {}: the token is shorter than 16 characters; use a long random one \
+         (for example: head -c 32 /dev/urandom | base64)",
+        path.display()
+    )]
+    TooShort {
+        /// The file given.
+        path: std::path::PathBuf,
+    },
+}
+
 impl BearerToken {
     /// Reads the token from a file (surrounding whitespace trimmed); a
     /// token shorter than 16 characters is refused as guessable.
-    pub fn from_file(path: &std::path::Path) -> Result<Self, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("--auth-token-file {}: cannot read it ({e})", path.display()))?;
+    pub fn from_file(path: &std::path::Path) -> Result<Self, TokenFileError> {
+        let text = std::fs::read_to_string(path).map_err(|e| TokenFileError::Unreadable {
+            path: path.to_path_buf(),
+            reason: crate::sandbox::io_reason(&e),
+        })?;
         let token = text.trim();
         if token.len() < 16 {
-            return Err(format!(
-                "--auth-token-file {}: the token is shorter than 16 characters; use a long random one \
-                 (for example: head -c 32 /dev/urandom | base64)",
-                path.display()
-            ));
+            return Err(TokenFileError::TooShort {
+                path: path.to_path_buf(),
+            });
         }
         Ok(BearerToken(token.as_bytes().into()))
     }

@@ -20,6 +20,8 @@ pub(crate) mod http;
 #[cfg(feature = "http")]
 pub(crate) mod http_guard;
 #[cfg(feature = "http")]
+mod lifecycle;
+#[cfg(feature = "http")]
 pub(crate) mod oauth;
 #[cfg(feature = "http")]
 pub(crate) mod ops;
@@ -28,20 +30,23 @@ pub(crate) mod reload;
 pub(crate) mod resources;
 pub(crate) mod results;
 pub(crate) mod server;
+mod session;
 pub(crate) mod skills_ext;
 pub(crate) mod stdio;
 pub(crate) mod tasks;
 
 pub use api::{Server, ServerBuilder};
-#[cfg(feature = "agent")]
-pub(crate) use handler::Session;
 #[cfg(feature = "http")]
-pub use http::{DEFAULT_MAX_BODY_BYTES, DEFAULT_SHUTDOWN_GRACE, HttpOptions, parse_addr};
+pub use http::{
+    AddrError, DEFAULT_MAX_BODY_BYTES, DEFAULT_SHUTDOWN_GRACE, HttpOptions, parse_addr,
+};
 #[cfg(feature = "http")]
-pub use http_guard::{BearerToken, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS};
+pub use http_guard::{BearerToken, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, TokenFileError};
 #[cfg(feature = "http")]
-pub use oauth::{OAuthOptions, Verifier as OAuthVerifier};
+pub use oauth::{DocumentError, OAuthOptions, OAuthStartError, Verifier as OAuthVerifier};
 pub use results::DEFAULT_OUTPUT_BUDGET;
+#[cfg(feature = "agent")]
+pub(crate) use session::Session;
 pub use tasks::{DEFAULT_MAX_TASKS, DEFAULT_TASK_AFTER, DEFAULT_TASK_TTL};
 /// The default token budget of the resident skill catalog.
 pub const DEFAULT_CATALOG_BUDGET: usize = crate::skill::resident::DEFAULT_BUDGET_TOKENS;

@@ -33,6 +33,7 @@ pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// What the user configured.
 #[derive(Debug, Clone)]
+#[non_exhaustive]
 pub struct OAuthOptions {
     /// The authorization server, as it appears in tokens' `iss`.
     pub issuer: String,
@@ -42,6 +43,19 @@ pub struct OAuthOptions {
     pub jwks_url: Option<String>,
     /// Scopes every token must carry.
     pub scopes: Vec<String>,
+}
+
+impl OAuthOptions {
+    /// Tokens from `issuer` for the server at `resource`, the key set
+    /// found through the issuer's metadata, no scope required.
+    pub fn new(issuer: impl Into<String>, resource: impl Into<String>) -> Self {
+        OAuthOptions {
+            issuer: issuer.into(),
+            resource: resource.into(),
+            jwks_url: None,
+            scopes: Vec::new(),
+        }
+    }
 }
 
 /// Checks bearer tokens against the issuer's keys.
@@ -78,14 +92,83 @@ pub enum Refusal {
     InsufficientScope,
 }
 
+/// Why the OAuth verifier cannot start: each says what to change.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+#[deny(missing_docs)]
+pub enum OAuthStartError {
+    /// A flag's value is not a URL.
+    #[error("{flag} {url}: not a URL")]
+    NotAUrl {
+        /// The flag (or document field) it came from.
+        flag: &'static str,
+        /// What was given.
+        url: String,
+    },
+    /// An issuer URL over plain http to another machine.
+    #[error(
+        "{flag} {url}: use https (plain http is accepted only for localhost), so that keys \
+         cannot be swapped on the way"
+    )]
+    NotHttps {
+        /// The flag (or document field) it came from.
+        flag: &'static str,
+        /// What was given.
+        url: String,
+    },
+    /// The issuer's metadata names no key set.
+    #[error(
+        "--oauth-issuer {issuer}: found no jwks_uri in its metadata (tried \
+         /.well-known/oauth-authorization-server and /.well-known/openid-configuration); check \
+         the issuer URL, or give the key set with --oauth-jwks-url"
+    )]
+    NoKeySet {
+        /// The issuer.
+        issuer: String,
+    },
+    /// The issuer's key set cannot be fetched or read.
+    #[error("the issuer's keys at {url}: {why}")]
+    Keys {
+        /// Where they were fetched from.
+        url: String,
+        /// What went wrong.
+        why: DocumentError,
+    },
+    /// The HTTP client could not be built (the system's TLS roots).
+    #[error("cannot build the HTTP client for OAuth: {0}")]
+    Client(String),
+}
+
+/// Why a document from the issuer could not be read.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+#[deny(missing_docs)]
+pub enum DocumentError {
+    /// The request failed or was answered with an error status.
+    #[error("cannot fetch it ({0})")]
+    Fetch(String),
+    /// It is larger than any key set or metadata needs.
+    #[error(
+        "it is larger than {} KiB, more than any key set or metadata needs; check the URL",
+        MAX_DOCUMENT_BYTES / 1024
+    )]
+    TooLarge,
+    /// It is not the JSON expected.
+    #[error("it is not the JSON expected ({0})")]
+    NotJson(String),
+}
+
 /// An issuer URL must be https, except on this machine.
-fn check_url(flag: &str, url: &str) -> Result<reqwest::Url, String> {
-    let parsed = reqwest::Url::parse(url).map_err(|_| format!("{flag} {url}: not a URL"))?;
+fn check_url(flag: &'static str, url: &str) -> Result<reqwest::Url, OAuthStartError> {
+    let parsed = reqwest::Url::parse(url).map_err(|_| OAuthStartError::NotAUrl {
+        flag,
+        url: url.to_string(),
+    })?;
     if !crate::net::https_or_loopback(&parsed) {
-        return Err(format!(
-            "{flag} {url}: use https (plain http is accepted only for localhost), so that keys \
-             cannot be swapped on the way"
-        ));
+        return Err(OAuthStartError::NotHttps {
+            flag,
+            url: url.to_string(),
+        });
     }
     Ok(parsed)
 }
@@ -93,15 +176,17 @@ fn check_url(flag: &str, url: &str) -> Result<reqwest::Url, String> {
 impl Verifier {
     /// Finds the issuer's key set and fetches it once, so a wrong issuer
     /// fails at startup with a message rather than on every request.
-    pub async fn start(options: OAuthOptions) -> Result<Self, String> {
+    pub async fn start(options: OAuthOptions) -> Result<Self, OAuthStartError> {
         check_url("--oauth-issuer", &options.issuer)?;
-        reqwest::Url::parse(&options.resource)
-            .map_err(|_| format!("--oauth-resource {}: not a URL", options.resource))?;
+        reqwest::Url::parse(&options.resource).map_err(|_| OAuthStartError::NotAUrl {
+            flag: "--oauth-resource",
+            url: options.resource.clone(),
+        })?;
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|e| format!("cannot build the HTTP client for OAuth: {e}"))?;
+            .map_err(|e| OAuthStartError::Client(e.to_string()))?;
         let jwks_url = match &options.jwks_url {
             Some(url) => check_url("--oauth-jwks-url", url)?.to_string(),
             None => discover_jwks(&http, &options.issuer).await?,
@@ -255,7 +340,7 @@ fn scopes_of(claims: &Value) -> HashSet<&str> {
 }
 
 /// The issuer's `jwks_uri`, from its OAuth (RFC 8414) or OpenID metadata.
-async fn discover_jwks(http: &reqwest::Client, issuer: &str) -> Result<String, String> {
+async fn discover_jwks(http: &reqwest::Client, issuer: &str) -> Result<String, OAuthStartError> {
     let base = issuer.trim_end_matches('/');
     for well_known in [
         "/.well-known/oauth-authorization-server",
@@ -269,17 +354,18 @@ async fn discover_jwks(http: &reqwest::Client, issuer: &str) -> Result<String, S
             return Ok(check_url("the issuer's jwks_uri", uri)?.to_string());
         }
     }
-    Err(format!(
-        "--oauth-issuer {issuer}: found no jwks_uri in its metadata (tried \
-         /.well-known/oauth-authorization-server and /.well-known/openid-configuration); check \
-         the issuer URL, or give the key set with --oauth-jwks-url"
-    ))
+    Err(OAuthStartError::NoKeySet {
+        issuer: issuer.to_string(),
+    })
 }
 
-async fn fetch_jwks(http: &reqwest::Client, url: &str) -> Result<JwkSet, String> {
+async fn fetch_jwks(http: &reqwest::Client, url: &str) -> Result<JwkSet, OAuthStartError> {
     get_json(http, url)
         .await
-        .map_err(|e| format!("the issuer's keys at {url}: {e}"))
+        .map_err(|why| OAuthStartError::Keys {
+            url: url.to_string(),
+            why,
+        })
 }
 
 /// A JSON document from the issuer, read up to [`MAX_DOCUMENT_BYTES`], so a
@@ -287,28 +373,25 @@ async fn fetch_jwks(http: &reqwest::Client, url: &str) -> Result<JwkSet, String>
 async fn get_json<T: serde::de::DeserializeOwned>(
     http: &reqwest::Client,
     url: &str,
-) -> Result<T, String> {
+) -> Result<T, DocumentError> {
     let mut response = http
         .get(url)
         .send()
         .await
         .and_then(|r| r.error_for_status())
-        .map_err(|e| format!("cannot fetch it ({e})"))?;
+        .map_err(|e| DocumentError::Fetch(e.to_string()))?;
     let mut body = Vec::new();
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| format!("cannot read it ({e})"))?
+        .map_err(|e| DocumentError::Fetch(e.to_string()))?
     {
         if body.len() + chunk.len() > MAX_DOCUMENT_BYTES {
-            return Err(format!(
-                "it is larger than {} KiB, more than any key set or metadata needs; check the URL",
-                MAX_DOCUMENT_BYTES / 1024
-            ));
+            return Err(DocumentError::TooLarge);
         }
         body.extend_from_slice(&chunk);
     }
-    serde_json::from_slice(&body).map_err(|e| format!("it is not the JSON expected ({e})"))
+    serde_json::from_slice(&body).map_err(|e| DocumentError::NotJson(e.to_string()))
 }
 
 /// Answers 401 or 403, with `WWW-Authenticate` pointing at the metadata,

@@ -76,10 +76,10 @@ pub struct Shared {
     warming: std::sync::atomic::AtomicBool,
     /// What `/readyz` reports.
     #[cfg(feature = "http")]
-    pub readiness: super::ops::Readiness,
+    pub readiness: super::lifecycle::Readiness,
     /// HTTP requests being answered, for the drain on shutdown.
     #[cfg(feature = "http")]
-    pub in_flight: Arc<super::ops::InFlight>,
+    pub in_flight: Arc<super::lifecycle::InFlight>,
 }
 
 impl Shared {

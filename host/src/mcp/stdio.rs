@@ -29,8 +29,8 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt, BufRea
 use tokio::net::unix::pipe;
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use super::handler::Session;
 use super::server::Shared;
+use super::session::Session;
 
 /// Longest request line accepted.
 pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;

@@ -14,8 +14,8 @@ use super::engine::{EPOCH_TICK, SandboxEngine};
 use super::error::SandboxError;
 use super::grants::Grants;
 use super::limits::Limits;
+use super::mount::QuotaExceeded;
 use super::output::OutputOverflow;
-use super::quota::QuotaExceeded;
 use super::store::{CallIo, CallState, MemoryLimitHit, new_store};
 use crate::schema::{WitType, args_from_json, to_json};
 
@@ -46,6 +46,7 @@ pub struct ScriptOutcome {
 
 /// What a call consumed, for audit records and benchmarks.
 #[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[non_exhaustive]
 pub struct Usage {
     pub fuel: u64,
     #[serde(serialize_with = "as_millis")]

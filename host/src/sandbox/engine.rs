@@ -55,8 +55,25 @@ pub struct SandboxEngine {
     ticker: Ticker,
 }
 
+/// The WebAssembly engine could not start: the system refused the virtual
+/// memory it reserves, or the host interfaces would not link.
+#[derive(Debug, thiserror::Error)]
+#[error("the sandbox engine could not start: {step} failed ({source:#})")]
+#[deny(missing_docs)]
+pub struct EngineError {
+    step: &'static str,
+    #[source]
+    source: wasmtime::Error,
+}
+
+impl EngineError {
+    fn at(step: &'static str) -> impl FnOnce(wasmtime::Error) -> EngineError {
+        move |source| EngineError { step, source }
+    }
+}
+
 impl SandboxEngine {
-    pub fn new(options: &EngineOptions) -> anyhow::Result<Self> {
+    pub fn new(options: &EngineOptions) -> Result<Self, EngineError> {
         let mut config = Config::new();
         config
             .epoch_interruption(true)
@@ -73,16 +90,19 @@ impl SandboxEngine {
             // cannot reserve the pool; run without it rather than not at all.
             Err(_) if options.pooling => {
                 config.allocation_strategy(InstanceAllocationStrategy::OnDemand);
-                Engine::new(&config).map_err(anyhow::Error::from)?
+                Engine::new(&config).map_err(EngineError::at("creating the engine"))?
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(EngineError::at("creating the engine")(e)),
         };
         let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)?;
+        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
+            .map_err(EngineError::at("linking WASI"))?;
         // Linked for every component, so those that import it load; each
-        // request passes the call's egress policy (egress.rs).
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)?;
-        super::quota::shadow_filesystem(&mut linker)?;
+        // request passes the call's egress policy (egress/).
+        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+            .map_err(EngineError::at("linking wasi:http"))?;
+        super::quota::shadow_filesystem(&mut linker)
+            .map_err(EngineError::at("linking the filesystem quotas"))?;
         let ticker = Ticker::start(engine.clone());
         Ok(SandboxEngine {
             engine,

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use super::quota::{Mount, QuotaKind};
+use super::mount::{Mount, QuotaKind};
 use crate::schema::ArgError;
 
 /// Why a sandboxed call failed, as a kind a caller can branch on. Each

@@ -10,6 +10,7 @@
 // stable types defined here carry their own `deny(missing_docs)`.
 #![allow(missing_docs)]
 
+mod cache;
 mod call;
 mod component;
 mod egress;
@@ -17,6 +18,7 @@ mod engine;
 mod error;
 mod grants;
 mod limits;
+mod mount;
 mod output;
 mod quota;
 mod scratch;
@@ -31,19 +33,15 @@ use std::time::SystemTime;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
+pub use cache::{DEFAULT_CACHE_MAX_BYTES, DiskCache};
 pub use call::{CallOutcome, ScriptOutcome, Usage};
-pub use component::{CompileOrigin, DiskCache, LoadedComponent, header_problem};
-pub use egress::{NetLimits, NetLog, NetRequest, NetRule, is_internal};
-pub use engine::{EPOCH_TICK, EngineOptions, MAX_MEMORY_BYTES, POOL_INSTANCES};
+pub use component::{CompileOrigin, LoadedComponent, header_problem};
+pub use egress::{NetRequest, NetRule};
+pub use engine::{EngineError, EngineOptions, MAX_MEMORY_BYTES, POOL_INSTANCES};
 pub use error::SandboxError;
-pub use grants::{Grants, PinnedDir, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT, WorkspaceGrant};
-pub use limits::{
-    DEFAULT_FUEL, DEFAULT_MEMORY_BYTES, DEFAULT_NET_REQUESTS, DEFAULT_NET_RESPONSE_BYTES,
-    DEFAULT_OUTPUT_BYTES, DEFAULT_SCRATCH_BYTES, DEFAULT_SCRATCH_ENTRIES, DEFAULT_WORKSPACE_BYTES,
-    DEFAULT_WORKSPACE_ENTRIES, Limits, MIB, SideEffect,
-};
-pub use output::{CappedPipe, OutputOverflow};
-pub use quota::{Mount, QuotaExceeded, QuotaKind};
+pub use grants::{Grants, PinnedDir, WorkspaceGrant};
+pub use limits::{Limits, MIB, SideEffect};
+pub use mount::{Mount, QuotaKind};
 
 use engine::SandboxEngine;
 
@@ -75,11 +73,14 @@ struct Loaded {
 
 impl Sandbox {
     /// A sandbox with the default engine and the user's disk cache.
-    pub fn new() -> anyhow::Result<Self> {
+    pub fn new() -> Result<Self, EngineError> {
         Self::with_options(&EngineOptions::default(), DiskCache::default_location())
     }
 
-    pub fn with_options(options: &EngineOptions, cache: Option<DiskCache>) -> anyhow::Result<Self> {
+    pub fn with_options(
+        options: &EngineOptions,
+        cache: Option<DiskCache>,
+    ) -> Result<Self, EngineError> {
         Ok(Sandbox {
             engine: SandboxEngine::new(options)?,
             cache,
@@ -102,6 +103,11 @@ impl Sandbox {
             self.from_cache.load(Ordering::Relaxed),
             self.compiled.load(Ordering::Relaxed),
         )
+    }
+
+    /// Calls running in this sandbox right now.
+    pub fn running(&self) -> usize {
+        (POOL_INSTANCES as usize).saturating_sub(self.slots.available_permits())
     }
 
     pub fn engine(&self) -> &wasmtime::Engine {

@@ -50,11 +50,6 @@ impl CappedPipe {
         }
     }
 
-    /// The bytes captured so far (at most the cap).
-    pub fn contents(&self) -> Vec<u8> {
-        self.lock().buf.clone()
-    }
-
     /// The captured bytes as text, replacing invalid UTF-8.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.lock().buf).into_owned()
@@ -166,7 +161,7 @@ mod tests {
         assert!(pipe.append(b"abc").is_ok());
         let err = pipe.append(b"defg").unwrap_err();
         assert_eq!(err.limit, 5);
-        assert_eq!(pipe.contents(), b"abcde");
+        assert_eq!(pipe.text(), "abcde");
         assert!(pipe.overflowed());
     }
 

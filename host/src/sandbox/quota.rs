@@ -21,6 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use wasmtime::StoreContextMut;
 use wasmtime::component::{Linker, Resource};
+use wasmtime_wasi::WasiView;
 use wasmtime_wasi::filesystem::WasiFilesystemView;
 use wasmtime_wasi::p2::bindings::filesystem::preopens;
 use wasmtime_wasi::p2::bindings::filesystem::types::{
@@ -28,56 +29,7 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::p2::{DynOutputStream, FsResult, OutputStream, Pollable, StreamError};
 
-use super::grants::{SCRATCH_MOUNT, WORKSPACE_MOUNT};
-use super::store::CallState;
-
-/// A writable mount with a quota.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Mount {
-    Scratch,
-    Workspace,
-}
-
-impl Mount {
-    fn from_guest_path(path: &str) -> Option<Self> {
-        match path {
-            SCRATCH_MOUNT => Some(Mount::Scratch),
-            WORKSPACE_MOUNT => Some(Mount::Workspace),
-            _ => None,
-        }
-    }
-
-    pub fn guest_path(self) -> &'static str {
-        match self {
-            Mount::Scratch => SCRATCH_MOUNT,
-            Mount::Workspace => WORKSPACE_MOUNT,
-        }
-    }
-}
-
-/// What a call went over.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("the guest went over its {what} quota of {limit} on {}", mount.guest_path())]
-pub struct QuotaExceeded {
-    pub mount: Mount,
-    pub what: QuotaKind,
-    pub limit: u64,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QuotaKind {
-    Bytes,
-    Entries,
-}
-
-impl std::fmt::Display for QuotaKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            QuotaKind::Bytes => "bytes",
-            QuotaKind::Entries => "entries",
-        })
-    }
-}
+use super::mount::{Mount, QuotaExceeded, QuotaKind};
 
 /// One mount's budget and what has been spent of it.
 #[derive(Debug)]
@@ -179,18 +131,25 @@ fn to_wire<T>(result: FsResult<T>) -> wasmtime::Result<(Result<T, ErrorCode>,)> 
 const TYPES: &str = "wasi:filesystem/types@0.2.12";
 const PREOPENS: &str = "wasi:filesystem/preopens@0.2.12";
 
+/// What the shadowed functions need of a call's store: the WASI context
+/// (to run wasmtime-wasi's own implementation and wrap its streams) and
+/// the call's quotas.
+pub trait QuotaState: WasiView + Send + 'static {
+    fn quota(&mut self) -> &mut FsQuota;
+}
+
 /// Replaces the space-consuming filesystem functions in `linker` with
 /// counting ones. Call after wasmtime-wasi's own `add_to_linker`.
-pub fn shadow_filesystem(linker: &mut Linker<CallState>) -> wasmtime::Result<()> {
+pub fn shadow_filesystem<T: QuotaState>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let mut preopens_instance = linker.instance(PREOPENS)?;
     preopens_instance.func_wrap(
         "get-directories",
-        |mut store: StoreContextMut<'_, CallState>, (): ()| {
+        |mut store: StoreContextMut<'_, T>, (): ()| {
             let state = store.data_mut();
             let dirs = preopens::Host::get_directories(&mut state.filesystem())?;
             for (fd, guest) in &dirs {
-                state.quota.tag(fd, Mount::from_guest_path(guest));
+                state.quota().tag(fd, Mount::from_guest_path(guest));
             }
             Ok((dirs,))
         },
@@ -199,12 +158,12 @@ pub fn shadow_filesystem(linker: &mut Linker<CallState>) -> wasmtime::Result<()>
     let mut types = linker.instance(TYPES)?;
     types.func_wrap_async(
         "[method]descriptor.write",
-        |mut store: StoreContextMut<'_, CallState>,
+        |mut store: StoreContextMut<'_, T>,
          (fd, buf, offset): (Resource<Descriptor>, Vec<u8>, u64)| {
             Box::new(async move {
                 let state = store.data_mut();
                 spend(
-                    state.quota.budget_of(&fd).as_ref(),
+                    state.quota().budget_of(&fd).as_ref(),
                     QuotaKind::Bytes,
                     buf.len() as u64,
                 )?;
@@ -214,10 +173,10 @@ pub fn shadow_filesystem(linker: &mut Linker<CallState>) -> wasmtime::Result<()>
     )?;
     types.func_wrap_async(
         "[method]descriptor.write-via-stream",
-        |mut store: StoreContextMut<'_, CallState>, (fd, offset): (Resource<Descriptor>, u64)| {
+        |mut store: StoreContextMut<'_, T>, (fd, offset): (Resource<Descriptor>, u64)| {
             Box::new(async move {
                 let state = store.data_mut();
-                let budget = state.quota.budget_of(&fd);
+                let budget = state.quota().budget_of(&fd);
                 let stream = HostDescriptor::write_via_stream(&mut state.filesystem(), fd, offset);
                 to_wire(stream)?.0.map_or_else(
                     |code| Ok((Err(code),)),
@@ -228,10 +187,10 @@ pub fn shadow_filesystem(linker: &mut Linker<CallState>) -> wasmtime::Result<()>
     )?;
     types.func_wrap_async(
         "[method]descriptor.append-via-stream",
-        |mut store: StoreContextMut<'_, CallState>, (fd,): (Resource<Descriptor>,)| {
+        |mut store: StoreContextMut<'_, T>, (fd,): (Resource<Descriptor>,)| {
             Box::new(async move {
                 let state = store.data_mut();
-                let budget = state.quota.budget_of(&fd);
+                let budget = state.quota().budget_of(&fd);
                 let stream = HostDescriptor::append_via_stream(&mut state.filesystem(), fd);
                 to_wire(stream)?.0.map_or_else(
                     |code| Ok((Err(code),)),
@@ -242,10 +201,10 @@ pub fn shadow_filesystem(linker: &mut Linker<CallState>) -> wasmtime::Result<()>
     )?;
     types.func_wrap_async(
         "[method]descriptor.set-size",
-        |mut store: StoreContextMut<'_, CallState>, (fd, size): (Resource<Descriptor>, u64)| {
+        |mut store: StoreContextMut<'_, T>, (fd, size): (Resource<Descriptor>, u64)| {
             Box::new(async move {
                 let state = store.data_mut();
-                if let Some(budget) = state.quota.budget_of(&fd) {
+                if let Some(budget) = state.quota().budget_of(&fd) {
                     let fd2 = Resource::new_borrow(fd.rep());
                     let before = HostDescriptor::stat(&mut state.filesystem(), fd2)
                         .await
@@ -259,7 +218,7 @@ pub fn shadow_filesystem(linker: &mut Linker<CallState>) -> wasmtime::Result<()>
     )?;
     types.func_wrap_async(
         "[method]descriptor.open-at",
-        |mut store: StoreContextMut<'_, CallState>,
+        |mut store: StoreContextMut<'_, T>,
          (fd, path_flags, path, oflags, flags): (
             Resource<Descriptor>,
             PathFlags,
@@ -269,8 +228,8 @@ pub fn shadow_filesystem(linker: &mut Linker<CallState>) -> wasmtime::Result<()>
         )| {
             Box::new(async move {
                 let state = store.data_mut();
-                let mount = state.quota.mount_of(&fd);
-                if let Some(budget) = state.quota.budget_of(&fd)
+                let mount = state.quota().mount_of(&fd);
+                if let Some(budget) = state.quota().budget_of(&fd)
                     && oflags.contains(OpenFlags::CREATE)
                 {
                     let probe = Resource::new_borrow(fd.rep());
@@ -296,7 +255,7 @@ pub fn shadow_filesystem(linker: &mut Linker<CallState>) -> wasmtime::Result<()>
                 )
                 .await;
                 if let Ok(child) = &opened {
-                    state.quota.tag(child, mount);
+                    state.quota().tag(child, mount);
                 }
                 to_wire(opened)
             })
@@ -304,10 +263,10 @@ pub fn shadow_filesystem(linker: &mut Linker<CallState>) -> wasmtime::Result<()>
     )?;
     types.func_wrap_async(
         "[method]descriptor.create-directory-at",
-        |mut store: StoreContextMut<'_, CallState>, (fd, path): (Resource<Descriptor>, String)| {
+        |mut store: StoreContextMut<'_, T>, (fd, path): (Resource<Descriptor>, String)| {
             Box::new(async move {
                 let state = store.data_mut();
-                spend(state.quota.budget_of(&fd).as_ref(), QuotaKind::Entries, 1)?;
+                spend(state.quota().budget_of(&fd).as_ref(), QuotaKind::Entries, 1)?;
                 to_wire(
                     HostDescriptor::create_directory_at(&mut state.filesystem(), fd, path).await,
                 )
@@ -316,18 +275,18 @@ pub fn shadow_filesystem(linker: &mut Linker<CallState>) -> wasmtime::Result<()>
     )?;
     types.func_wrap_async(
         "[method]descriptor.symlink-at",
-        |mut store: StoreContextMut<'_, CallState>,
+        |mut store: StoreContextMut<'_, T>,
          (fd, old, new): (Resource<Descriptor>, String, String)| {
             Box::new(async move {
                 let state = store.data_mut();
-                spend(state.quota.budget_of(&fd).as_ref(), QuotaKind::Entries, 1)?;
+                spend(state.quota().budget_of(&fd).as_ref(), QuotaKind::Entries, 1)?;
                 to_wire(HostDescriptor::symlink_at(&mut state.filesystem(), fd, old, new).await)
             })
         },
     )?;
     types.func_wrap_async(
         "[method]descriptor.link-at",
-        |mut store: StoreContextMut<'_, CallState>,
+        |mut store: StoreContextMut<'_, T>,
          (fd, old_flags, old, new_fd, new): (
             Resource<Descriptor>,
             PathFlags,
@@ -338,7 +297,7 @@ pub fn shadow_filesystem(linker: &mut Linker<CallState>) -> wasmtime::Result<()>
             Box::new(async move {
                 let state = store.data_mut();
                 spend(
-                    state.quota.budget_of(&new_fd).as_ref(),
+                    state.quota().budget_of(&new_fd).as_ref(),
                     QuotaKind::Entries,
                     1,
                 )?;
@@ -361,15 +320,15 @@ pub fn shadow_filesystem(linker: &mut Linker<CallState>) -> wasmtime::Result<()>
 }
 
 /// Wraps a file's output stream so that what goes through it is counted.
-fn counted(
-    state: &mut CallState,
+fn counted<T: QuotaState>(
+    state: &mut T,
     stream: Resource<DynOutputStream>,
     budget: Option<Arc<Budget>>,
 ) -> wasmtime::Result<Resource<DynOutputStream>> {
     let Some(budget) = budget else {
         return Ok(stream);
     };
-    let table = &mut state.table;
+    let table = state.ctx().table;
     let inner = table.delete(stream)?;
     let wrapped: DynOutputStream = Box::new(CountedStream { inner, budget });
     Ok(table.push(wrapped)?)

@@ -20,7 +20,7 @@ use super::error::SandboxError;
 use super::grants::{Grants, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT};
 use super::limits::Limits;
 use super::output::CappedPipe;
-use super::quota::{FsQuota, QuotaLimits};
+use super::quota::{FsQuota, QuotaLimits, QuotaState};
 use super::scratch::{ScratchLease, ScratchPool};
 
 /// Raised by the limiter when the guest asks for more memory than allowed.
@@ -136,6 +136,12 @@ impl WasiHttpView for CallState {
             table: &mut self.table,
             hooks: &mut self.egress,
         }
+    }
+}
+
+impl QuotaState for CallState {
+    fn quota(&mut self) -> &mut FsQuota {
+        &mut self.quota
     }
 }
 

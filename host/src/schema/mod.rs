@@ -10,10 +10,10 @@ pub mod json_schema;
 pub mod value;
 pub mod wit;
 
-pub use exports::{ComponentExports, ExportedFunction, SkippedExport, read_exports};
-pub use json_schema::{output_schema, params_schema, schema_for};
-pub use value::{ArgError, args_from_json, from_json, to_json};
-pub use wit::{Unsupported, WitType};
+pub use exports::{ComponentExports, ExportedFunction, read_exports};
+pub use json_schema::output_schema;
+pub use value::{ArgError, args_from_json, to_json};
+pub use wit::WitType;
 
 #[cfg(test)]
 mod tests;

@@ -4,6 +4,8 @@
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
+use super::json_schema::{params_schema, schema_for};
+use super::value::from_json;
 use super::*;
 
 fn rec(fields: &[(&str, WitType)]) -> WitType {

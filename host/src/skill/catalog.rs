@@ -150,13 +150,16 @@ impl Catalog {
     /// The resident catalog within `budget` tokens (kept for the first
     /// budget asked, which is the server's).
     pub fn resident(&self, budget: usize) -> Arc<Resident> {
-        let (cached_budget, resident) = self
-            .resident
-            .get_or_init(|| (budget, Arc::new(resident::build(self, budget))));
+        let (cached_budget, resident) = self.resident.get_or_init(|| {
+            (
+                budget,
+                Arc::new(resident::build(self.model_visible(), budget)),
+            )
+        });
         if *cached_budget == budget {
             resident.clone()
         } else {
-            Arc::new(resident::build(self, budget))
+            Arc::new(resident::build(self.model_visible(), budget))
         }
     }
 

@@ -54,7 +54,8 @@ pub enum Strictness {
     Lenient,
 }
 
-/// Decodes and splits SKILL.md, strictly.
+/// Decodes and splits SKILL.md, strictly (for the tests).
+#[cfg(test)]
 pub fn split(bytes: &[u8]) -> Result<Frontmatter, Problem> {
     split_with(bytes, Strictness::Strict).map(|(fm, _)| fm)
 }

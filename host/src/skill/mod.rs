@@ -16,6 +16,9 @@ pub mod check;
 pub mod diagnostic;
 pub mod discover;
 pub mod files;
+// Only the MCP server reloads on change.
+#[cfg(feature = "mcp")]
+pub mod fingerprint;
 pub mod frontmatter;
 pub mod invoke;
 pub mod manifest;
@@ -29,8 +32,7 @@ pub mod tokens;
 pub mod tools;
 
 pub use catalog::Catalog;
-pub use diagnostic::{Diagnostic, Severity, has_errors};
-pub use manifest::{Effect, Manifest};
+pub use diagnostic::Diagnostic;
+pub use manifest::Effect;
 pub use model::Skill;
 pub use source::{Source, SourceKind, SourceOptions};
-pub use tools::SkillTool;

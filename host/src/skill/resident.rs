@@ -13,7 +13,6 @@
 use std::cmp::Reverse;
 use std::sync::Arc;
 
-use super::catalog::Catalog;
 use super::meta::cut_at_word;
 use super::model::Skill;
 use super::tokens;
@@ -77,9 +76,10 @@ pub fn line(skill: &Skill, first_sentence: bool) -> String {
     )
 }
 
-/// The resident catalog of `catalog` within `budget` tokens.
-pub fn build(catalog: &Catalog, budget: usize) -> Resident {
-    let mut skills: Vec<&Arc<Skill>> = catalog.model_visible().collect();
+/// The resident catalog of the skills a model may use, within `budget`
+/// tokens.
+pub fn build<'a>(model_visible: impl Iterator<Item = &'a Arc<Skill>>, budget: usize) -> Resident {
+    let mut skills: Vec<&Arc<Skill>> = model_visible.collect();
     skills.sort_by(|a, b| (Reverse(a.source), a.name()).cmp(&(Reverse(b.source), b.name())));
     let total = skills.len();
     for first_sentence in [false, true] {

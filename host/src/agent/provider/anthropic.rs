@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Endpoint, ModelRequest, ModelResponse, ProviderError, Usage};
+use super::{Endpoint, ModelRequest, ModelResponse, ProviderError, TokenUsage};
 use crate::agent::conversation::{Message, ToolCall};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
@@ -117,7 +117,7 @@ pub fn parse(reply: &Value) -> Result<ModelResponse, ProviderError> {
     Ok(ModelResponse {
         text: (!text.is_empty()).then_some(text),
         tool_calls,
-        usage: Usage {
+        usage: TokenUsage {
             input: reply["usage"]["input_tokens"].as_u64().unwrap_or(0),
             output: reply["usage"]["output_tokens"].as_u64().unwrap_or(0),
         },

@@ -24,7 +24,8 @@ pub struct ModelRequest<'a> {
 
 /// Tokens a provider reports for one call.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Usage {
+#[non_exhaustive]
+pub struct TokenUsage {
     /// Tokens sent.
     pub input: u64,
     /// Tokens generated.
@@ -32,16 +33,53 @@ pub struct Usage {
 }
 
 #[derive(Debug, Clone)]
-/// A model's reply.
+#[non_exhaustive]
+/// A model's reply. Build one with [`ModelResponse::answer`] or
+/// [`ModelResponse::calling`].
 pub struct ModelResponse {
     /// Its text, if any.
     pub text: Option<String>,
     /// The tools it asks to call.
     pub tool_calls: Vec<ToolCall>,
     /// Tokens the provider reports for this call.
-    pub usage: Usage,
+    pub usage: TokenUsage,
     /// The provider's own stop reason, for the trace.
     pub stop_reason: Option<String>,
+}
+
+impl TokenUsage {
+    /// `input` tokens sent and `output` tokens generated.
+    pub fn new(input: u64, output: u64) -> Self {
+        TokenUsage { input, output }
+    }
+}
+
+impl ModelResponse {
+    /// A final answer: text and no tool calls.
+    pub fn answer(text: impl Into<String>) -> Self {
+        ModelResponse {
+            text: Some(text.into()),
+            tool_calls: Vec::new(),
+            usage: TokenUsage::default(),
+            stop_reason: None,
+        }
+    }
+
+    /// A reply that asks for tool calls (with no text).
+    pub fn calling(tool_calls: Vec<ToolCall>) -> Self {
+        ModelResponse {
+            text: None,
+            tool_calls,
+            usage: TokenUsage::default(),
+            stop_reason: None,
+        }
+    }
+
+    /// The tokens the provider reported for this reply.
+    pub fn with_usage(mut self, usage: TokenUsage) -> Self {
+        self.usage = usage;
+        self
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -183,7 +221,7 @@ pub trait Model: Send + Sync {
     fn complete(
         &self,
         request: &ModelRequest<'_>,
-    ) -> impl std::future::Future<Output = Result<ModelResponse, ProviderError>> + Send;
+    ) -> impl Future<Output = Result<ModelResponse, ProviderError>> + Send;
 
     /// A short description for traces and progress lines, such as
     /// `openai:gpt-4o-mini at https://api.openai.com/v1`; never a secret.

@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::{Endpoint, ModelRequest, ModelResponse, ProviderError, Usage};
+use super::{Endpoint, ModelRequest, ModelResponse, ProviderError, TokenUsage};
 use crate::agent::conversation::{Message, ToolCall};
 
 pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
@@ -114,7 +114,7 @@ pub fn parse(reply: &Value) -> Result<ModelResponse, ProviderError> {
             .filter(|s| !s.is_empty())
             .map(String::from),
         tool_calls,
-        usage: Usage {
+        usage: TokenUsage {
             input: reply["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
             output: reply["usage"]["completion_tokens"].as_u64().unwrap_or(0),
         },

@@ -91,7 +91,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         .as_deref()
         .map(McpConfig::load)
         .transpose()
-        .map_err(CliError::Usage)?;
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     let provider = match Provider::from_spec(
         &args.model,
         args.base_url.as_deref(),
@@ -123,8 +123,12 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
                 pick(args.script_timeout_ms),
             )
             .catalog_budget(args.catalog_budget)
-            .approver(Approver::for_run(args.yes))
-            .progress(true);
+            .approver(if args.yes {
+                Approver::Yes
+            } else {
+                Approver::for_terminal()
+            })
+            .show_progress();
         if let Some(config) = servers {
             agent = agent.mcp_servers(config);
         }

@@ -12,7 +12,7 @@ use serde_json::json;
 
 use super::flags::SourceFlags;
 use super::{CliError, print_json};
-use skillbox::{Compiled, Skillbox};
+use skillbox::{CompileOutcome, Compiled, Skillbox};
 
 #[derive(clap::Args, Debug)]
 pub struct CompileArgs {
@@ -62,7 +62,10 @@ pub fn run(mut args: CompileArgs) -> Result<ExitCode, CliError> {
             compiled.took.as_millis()
         );
     });
-    let failed = results.iter().filter(|r| r.from_cache.is_err()).count();
+    let failed = results
+        .iter()
+        .filter(|r| matches!(r.outcome, CompileOutcome::Failed { .. }))
+        .count();
     if args.json {
         let rows: Vec<_> = results
             .iter()
@@ -71,7 +74,10 @@ pub fn run(mut args: CompileArgs) -> Result<ExitCode, CliError> {
                     "skill": r.skill,
                     "component": r.component,
                     "outcome": outcome_word(r),
-                    "error": r.from_cache.as_ref().err(),
+                    "error": match &r.outcome {
+                        CompileOutcome::Failed { reason } => Some(reason.as_str()),
+                        _ => None,
+                    },
                     "ms": r.took.as_secs_f64() * 1000.0,
                 })
             })
@@ -90,8 +96,8 @@ pub fn run(mut args: CompileArgs) -> Result<ExitCode, CliError> {
                 outcome_word(r),
                 r.took.as_secs_f64() * 1000.0
             );
-            if let Err(why) = &r.from_cache {
-                println!("  {why}");
+            if let CompileOutcome::Failed { reason } = &r.outcome {
+                println!("  {reason}");
             }
         }
     }
@@ -103,9 +109,9 @@ pub fn run(mut args: CompileArgs) -> Result<ExitCode, CliError> {
 }
 
 fn outcome_word(compiled: &Compiled) -> &'static str {
-    match compiled.from_cache {
-        Ok(false) => "compiled",
-        Ok(true) => "cached",
-        Err(_) => "failed",
+    match compiled.outcome {
+        CompileOutcome::Compiled => "compiled",
+        CompileOutcome::FromCache => "cached",
+        _ => "failed",
     }
 }

@@ -36,6 +36,10 @@ pub struct SandboxFlags {
     /// compiled in memory.
     #[arg(long, value_name = "DIR")]
     pub cache: Option<PathBuf>,
+    /// Keep the compiled-code cache under this size, in MiB: the files
+    /// used least recently are removed first (default: 2048).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub cache_max_mib: Option<u64>,
     /// Mount this folder at /workspace (read-only unless --allow-write).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
@@ -112,22 +116,25 @@ impl SandboxFlags {
                 dir.display()
             )));
         }
-        let defaults = Ceilings::default();
+        let mut ceilings = Ceilings::default();
+        if let Some(ms) = self.ceiling_timeout_ms {
+            ceilings.timeout = Duration::from_millis(ms);
+        }
+        if let Some(fuel) = self.ceiling_fuel {
+            ceilings.fuel = fuel;
+        }
+        if let Some(mib) = self.ceiling_memory_mib {
+            ceilings.memory_bytes = mib as usize * MIB;
+        }
+        if let Some(bytes) = self.ceiling_output_bytes {
+            ceilings.output_bytes = bytes;
+        }
         Ok(UserPolicy {
             workspace: self.workspace.clone(),
             allow_write: self.allow_write,
             allow_env: self.allow_env.clone(),
             allow_net: self.allow_net.clone(),
-            ceilings: Ceilings {
-                timeout: self
-                    .ceiling_timeout_ms
-                    .map_or(defaults.timeout, Duration::from_millis),
-                fuel: self.ceiling_fuel.unwrap_or(defaults.fuel),
-                memory_bytes: self
-                    .ceiling_memory_mib
-                    .map_or(defaults.memory_bytes, |m| m as usize * MIB),
-                output_bytes: self.ceiling_output_bytes.unwrap_or(defaults.output_bytes),
-            },
+            ceilings,
         })
     }
 
@@ -159,22 +166,19 @@ impl SandboxFlags {
     }
 
     pub fn overrides(&self) -> LimitOverrides {
-        LimitOverrides {
-            timeout: self.timeout_ms.map(Duration::from_millis),
-            fuel: self.fuel,
-            memory_bytes: self.memory_mib.map(|m| m as usize * MIB),
-            output_bytes: self.max_output_bytes,
-            scratch_bytes: self.scratch_quota_mib.map(|m| m.saturating_mul(MIB as u64)),
-            scratch_entries: self.scratch_quota_entries,
-            workspace_bytes: self
-                .workspace_quota_mib
-                .map(|m| m.saturating_mul(MIB as u64)),
-            workspace_entries: self.workspace_quota_entries,
-            net_requests: self.net_max_requests,
-            net_response_bytes: self
-                .net_max_response_mib
-                .map(|m| m.saturating_mul(MIB as u64)),
-        }
+        let mib = |m: u64| m.saturating_mul(MIB as u64);
+        let mut o = LimitOverrides::default();
+        o.timeout = self.timeout_ms.map(Duration::from_millis);
+        o.fuel = self.fuel;
+        o.memory_bytes = self.memory_mib.map(|m| m as usize * MIB);
+        o.output_bytes = self.max_output_bytes;
+        o.scratch_bytes = self.scratch_quota_mib.map(mib);
+        o.scratch_entries = self.scratch_quota_entries;
+        o.workspace_bytes = self.workspace_quota_mib.map(mib);
+        o.workspace_entries = self.workspace_quota_entries;
+        o.net_requests = self.net_max_requests;
+        o.net_response_bytes = self.net_max_response_mib.map(mib);
+        o
     }
 
     /// A host builder with the user's sources, grants and limits: the
@@ -185,14 +189,21 @@ impl SandboxFlags {
         let mut builder = sources
             .apply(Skillbox::builder())
             .ceilings(policy.ceilings)
-            .limits(self.overrides())
-            .read_only(self.read_only);
+            .limits(self.overrides());
+        if self.read_only {
+            builder = builder.read_only();
+        }
         if let Some(dir) = &self.cache {
             builder = builder.cache_dir(dir);
         }
-        if let Some(dir) = policy.workspace {
-            builder = builder.workspace(dir, policy.allow_write);
+        if let Some(mib) = self.cache_max_mib {
+            builder = builder.cache_max_bytes(mib.saturating_mul(MIB as u64));
         }
+        builder = match (policy.workspace, policy.allow_write) {
+            (Some(dir), true) => builder.writable_workspace(dir),
+            (Some(dir), false) => builder.workspace(dir),
+            (None, _) => builder,
+        };
         for grant in policy.allow_env {
             builder = builder.allow_env(grant);
         }
@@ -260,12 +271,15 @@ impl SourceFlags {
     /// each `--skills` folder (the later, the higher its precedence).
     pub fn apply(&self, builder: Builder) -> Builder {
         let defaults = skillbox::unstable::DiscoveryLimits::default();
-        let mut builder = builder
-            .installed_skills(self.trust_project)
-            .discovery_limits(
-                self.max_skills.unwrap_or(defaults.max_skills),
-                self.max_entries.unwrap_or(defaults.max_entries),
-            );
+        let builder = if self.trust_project {
+            builder.trust_project_skills()
+        } else {
+            builder.installed_skills()
+        };
+        let mut builder = builder.discovery_limits(
+            self.max_skills.unwrap_or(defaults.max_skills),
+            self.max_entries.unwrap_or(defaults.max_entries),
+        );
         for dir in &self.skills {
             builder = builder.skills_dir(dir.clone());
         }

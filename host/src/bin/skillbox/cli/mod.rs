@@ -94,9 +94,15 @@ impl From<SandboxError> for CliError {
 impl From<skillbox::BuildError> for CliError {
     fn from(e: skillbox::BuildError) -> Self {
         match e {
-            skillbox::BuildError::Engine(_) => CliError::Other(anyhow::anyhow!("{e}")),
+            skillbox::BuildError::Engine(e) => e.into(),
             e => CliError::Usage(e.to_string()),
         }
+    }
+}
+
+impl From<skillbox::EngineError> for CliError {
+    fn from(e: skillbox::EngineError) -> Self {
+        CliError::Other(e.into())
     }
 }
 

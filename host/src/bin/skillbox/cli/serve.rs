@@ -132,7 +132,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         .as_deref()
         .map(parse_addr)
         .transpose()
-        .map_err(CliError::Usage)?;
+        .map_err(|e| CliError::Usage(e.to_string()))?;
     let runtime = runtime()?;
     runtime.block_on(async move {
         let skillbox = builder.build()?;
@@ -171,16 +171,14 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
             .as_deref()
             .map(BearerToken::from_file)
             .transpose()
-            .map_err(CliError::Usage)?;
+            .map_err(|e| CliError::Usage(e.to_string()))?;
         if let Some(issuer) = args.oauth_issuer {
-            let verifier = OAuthVerifier::start(OAuthOptions {
-                issuer,
-                resource: args.oauth_resource.unwrap_or_default(),
-                jwks_url: args.oauth_jwks_url,
-                scopes: args.oauth_scope,
-            })
-            .await
-            .map_err(CliError::Usage)?;
+            let mut oauth = OAuthOptions::new(issuer, args.oauth_resource.unwrap_or_default());
+            oauth.jwks_url = args.oauth_jwks_url;
+            oauth.scopes = args.oauth_scope;
+            let verifier = OAuthVerifier::start(oauth)
+                .await
+                .map_err(|e| CliError::Usage(e.to_string()))?;
             options.oauth = Some(Arc::new(verifier));
         }
         if args.insecure_no_auth && !addr.ip().is_loopback() {

@@ -1,0 +1,336 @@
+//! The call itself, in order: prepare, confirmation, limits, a call slot,
+//! the sandbox (cancellable), the audit record, redaction, the reply.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::confirm::{Approval, Question};
+use super::error::CallError;
+use super::host::{CallRecord, Host, json_size};
+use super::prepare::Prepared;
+use super::redact::Redactor;
+use super::request::{Access, CallReply, Caller, Outcome, SCRIPT_LABEL, Target};
+use crate::sandbox::{Grants, NetRequest, SandboxError, Usage};
+use crate::skill::Skill;
+use crate::skill::policy;
+
+/// What a sandbox run produced, before redaction.
+struct Ran {
+    outcome: Outcome,
+    usage: Usage,
+    network: Vec<NetRequest>,
+    refusals: Vec<String>,
+    stderr: String,
+}
+
+impl Host {
+    /// Runs a tool or script for `caller`. Cancelling `cancel` stops the
+    /// guest at its next epoch tick; the audit log records every outcome,
+    /// refusals included.
+    ///
+    /// The call runs in a `call` span that carries the caller's trace id
+    /// and span, when the caller sent a trace context.
+    pub async fn call(
+        self: &Arc<Self>,
+        caller: &Caller,
+        target: Target,
+        cancel: &CancellationToken,
+    ) -> Result<CallReply, CallError> {
+        use tracing::Instrument;
+        let tool = match &target {
+            Target::Tool { name, .. } => name.as_str(),
+            Target::Script { .. } => SCRIPT_LABEL,
+        };
+        let span = match &caller.trace {
+            Some(trace) => tracing::info_span!(
+                "call",
+                tool,
+                trace_id = %trace.trace_id,
+                parent_span_id = %trace.parent_id,
+            ),
+            None => tracing::info_span!("call", tool),
+        };
+        #[cfg(feature = "otlp")]
+        if let Some(trace) = &caller.trace {
+            trace.continue_in(&span);
+        }
+        self.call_in_span(caller, target, cancel)
+            .instrument(span)
+            .await
+    }
+
+    async fn call_in_span(
+        self: &Arc<Self>,
+        caller: &Caller,
+        target: Target,
+        cancel: &CancellationToken,
+    ) -> Result<CallReply, CallError> {
+        let started = Instant::now();
+        let (label, argument_bytes) = match &target {
+            Target::Tool { name, arguments } => (name.clone(), json_size(arguments)),
+            Target::Script {
+                skill,
+                script,
+                args,
+                stdin,
+            } => (
+                SCRIPT_LABEL.to_string(),
+                json_size(&json!({"skill": skill, "script": script, "args": args})) + stdin.len(),
+            ),
+        };
+        let prepared = match self.prepare(caller, &target).await {
+            Ok(p) => p,
+            Err(e) => {
+                let skill = self.catalog().get(target.skill()).cloned();
+                self.record(
+                    &CallRecord {
+                        client: caller.client.clone(),
+                        tool: &label,
+                        skill: skill.as_deref(),
+                        component: None,
+                        grants: None,
+                        argument_bytes,
+                        idempotency_key: caller.idempotency_key.clone(),
+                        trace: caller.trace.clone(),
+                        tool_resolved: false,
+                    },
+                    e.code(),
+                    started,
+                    None,
+                    &[],
+                );
+                if matches!(e, CallError::Moved { .. }) {
+                    let host = self.clone();
+                    tokio::spawn(async move { host.reload_blocking().await });
+                }
+                return Err(e);
+            }
+        };
+        let skill = &prepared.skill;
+        let resolved = self.grants_of(&prepared);
+        let record = CallRecord {
+            client: caller.client.clone(),
+            tool: &label,
+            skill: Some(skill),
+            component: Some((&prepared.component_path, &prepared.component.digest)),
+            grants: Some(resolved.grants.summary()),
+            argument_bytes,
+            idempotency_key: caller.idempotency_key.clone(),
+            trace: caller.trace.clone(),
+            tool_resolved: true,
+        };
+        if let Some(question) = self.question(caller, &prepared, &target, &resolved.grants) {
+            let refusal = match &caller.approval {
+                Approval::Approved(digest) if *digest == question.digest => None,
+                Approval::Declined(digest) if *digest == question.digest => {
+                    Some(CallError::Declined {
+                        what: question.what.clone(),
+                    })
+                }
+                _ => Some(CallError::NeedsConfirmation {
+                    question: Box::new(question),
+                    policy: self.options.confirm,
+                }),
+            };
+            if let Some(refusal) = refusal {
+                self.record(&record, refusal.code(), started, None, &[]);
+                return Err(refusal);
+            }
+        }
+        let (limits, clamped) = policy::limits(
+            skill,
+            prepared.class,
+            &self.options.policy.ceilings,
+            &self.options.overrides,
+        );
+        let mut notes = resolved.notes;
+        notes.extend(clamped);
+        let redactor = Redactor::new(
+            resolved
+                .grants
+                .env
+                .iter()
+                .map(|(k, v)| (k.as_str(), v.as_str())),
+        );
+        let run = async {
+            let _slot = self.call_slot(caller.principal.as_deref()).await?;
+            let _active = self.metrics.active_call();
+            match target {
+                Target::Tool { arguments, .. } => {
+                    let tool = prepared
+                        .tool
+                        .as_ref()
+                        .expect("a tool target resolves a tool");
+                    let out = self
+                        .sandbox
+                        .call(
+                            &prepared.component,
+                            &tool.function,
+                            &arguments,
+                            &resolved.grants,
+                            &limits,
+                        )
+                        .await?;
+                    Ok(Ran {
+                        outcome: Outcome::Value(out.value),
+                        usage: out.usage,
+                        network: out.network,
+                        refusals: out.refusals,
+                        stderr: out.stderr,
+                    })
+                }
+                Target::Script {
+                    script,
+                    args,
+                    stdin,
+                    ..
+                } => {
+                    let mut argv = vec![script];
+                    argv.extend(args);
+                    let out = self
+                        .sandbox
+                        .run_script(&prepared.component, argv, stdin, &resolved.grants, &limits)
+                        .await?;
+                    let ran = Ran {
+                        usage: out.usage,
+                        network: out.network.clone(),
+                        refusals: out.refusals.clone(),
+                        stderr: String::new(),
+                        outcome: Outcome::Script(out),
+                    };
+                    Ok(ran)
+                }
+            }
+        };
+        let result: Result<Ran, SandboxError> = tokio::select! {
+            biased;
+            _ = cancel.cancelled() => Err(SandboxError::Cancelled),
+            result = run => result,
+        };
+        match &result {
+            Ok(ran) => self.record(&record, "ok", started, Some(ran.usage.fuel), &ran.network),
+            Err(e) => {
+                self.metrics.sandbox_error(e.code());
+                self.record(&record, e.code(), started, None, &[]);
+            }
+        }
+        match result {
+            Ok(ran) => Ok(CallReply {
+                outcome: redact_outcome(&redactor, ran.outcome),
+                notes,
+                warnings: ran.refusals.iter().map(|w| redactor.text(w)).collect(),
+                tool: prepared.tool,
+                stderr: redactor.text(&ran.stderr),
+                usage: ran.usage,
+                network: ran.network,
+            }),
+            Err(error) => Err(CallError::Sandbox {
+                error: redactor.error(error),
+                notes,
+            }),
+        }
+    }
+
+    /// Audits a host tool that runs no guest code (`load_skill`) with the
+    /// same record and metrics as every call.
+    pub fn record_host_tool(
+        &self,
+        caller: &Caller,
+        tool: &str,
+        skill: Option<&Skill>,
+        argument_bytes: usize,
+        outcome: &str,
+        started: Instant,
+    ) {
+        let record = CallRecord {
+            client: caller.client.clone(),
+            tool,
+            skill,
+            component: None,
+            grants: None,
+            argument_bytes,
+            idempotency_key: caller.idempotency_key.clone(),
+            trace: caller.trace.clone(),
+            tool_resolved: true,
+        };
+        self.record(&record, outcome, started, None, &[]);
+    }
+
+    /// The question the user must answer before `target` runs for
+    /// `caller`, if the confirmation policy asks for one. `None` also when
+    /// the call would be refused anyway: [`Host::call`] then says why.
+    ///
+    /// Most calls are of a class the policy does not confirm; that is
+    /// decided from the cached tool list alone, so they are not resolved
+    /// twice.
+    pub async fn confirmation(
+        self: &Arc<Self>,
+        caller: &Caller,
+        target: &Target,
+    ) -> Option<Question> {
+        if matches!(caller.access, Access::User)
+            || self
+                .class_of(target)
+                .is_some_and(|class| !self.options.confirm.needs(class))
+        {
+            return None;
+        }
+        let prepared = self.prepare(caller, target).await.ok()?;
+        let resolved = self.grants_of(&prepared);
+        self.question(caller, &prepared, target, &resolved.grants)
+    }
+
+    /// A model's calls of a class the policy confirms need the user's yes;
+    /// the user's own calls (the command line) do not.
+    fn question(
+        &self,
+        caller: &Caller,
+        prepared: &Prepared,
+        target: &Target,
+        grants: &Grants,
+    ) -> Option<Question> {
+        if matches!(caller.access, Access::User) || !self.options.confirm.needs(prepared.class) {
+            return None;
+        }
+        let (what, arguments) = match target {
+            Target::Tool { name, arguments } => (name.clone(), arguments.clone()),
+            Target::Script {
+                skill,
+                script,
+                args,
+                stdin,
+            } => (
+                format!("{SCRIPT_LABEL} {skill}/{script}"),
+                json!({"args": args, "stdin": String::from_utf8_lossy(stdin)}),
+            ),
+        };
+        Some(Question::new(
+            what,
+            prepared.class,
+            arguments,
+            grants.summary(),
+            &prepared.component.digest,
+        ))
+    }
+}
+
+/// The outcome with every granted secret replaced by `[redacted:KEY]`.
+fn redact_outcome(redactor: &Redactor, outcome: Outcome) -> Outcome {
+    if redactor.is_empty() {
+        return outcome;
+    }
+    match outcome {
+        Outcome::Value(mut value) => {
+            redactor.json(&mut value);
+            Outcome::Value(value)
+        }
+        Outcome::Script(mut script) => {
+            script.stdout = redactor.text(&script.stdout);
+            script.stderr = redactor.text(&script.stderr);
+            Outcome::Script(script)
+        }
+    }
+}

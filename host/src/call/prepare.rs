@@ -1,0 +1,210 @@
+//! Before anything runs: resolve the skill and its tool or script, check
+//! the invocation policy and that the folder is the one loaded, load the
+//! component, and work out the grants.
+
+use std::sync::Arc;
+
+use super::error::CallError;
+use super::host::Host;
+use super::request::{Access, Caller, Target};
+use crate::sandbox::{LoadedComponent, SandboxError, SideEffect};
+use crate::skill::policy;
+use crate::skill::tools::{SkillTool, split_tool_name};
+use crate::skill::{Effect, Skill};
+
+/// What was resolved before anything runs.
+pub(super) struct Prepared {
+    pub skill: Arc<Skill>,
+    pub tool: Option<SkillTool>,
+    pub component: Arc<LoadedComponent>,
+    pub component_path: String,
+    pub effect: Option<Effect>,
+    pub class: SideEffect,
+}
+
+impl Host {
+    /// The grants a prepared call runs with.
+    pub(super) fn grants_of(&self, prepared: &Prepared) -> policy::Resolved {
+        let mut resolved = policy::grants(&prepared.skill, &self.options.policy, prepared.effect);
+        if self.options.read_only
+            && let Some(workspace) = &mut resolved.grants.workspace
+        {
+            workspace.writable = false;
+        }
+        resolved
+    }
+
+    /// Resolve, invocation policy, folder check and component load.
+    pub(super) async fn prepare(
+        self: &Arc<Self>,
+        caller: &Caller,
+        target: &Target,
+    ) -> Result<Prepared, CallError> {
+        let catalog = self.catalog();
+        let skill_name = target.skill();
+        let skill = match catalog.get(skill_name) {
+            Some(skill) => skill.clone(),
+            None => {
+                let available = catalog
+                    .model_visible()
+                    .map(|s| s.name().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                return Err(match target {
+                    Target::Tool { name, .. } if skill_name.is_empty() => CallError::UnknownTool {
+                        name: name.clone(),
+                        why: format!(
+                            "skill tools are named <skill>__<function>, and this name has no `__` \
+                             (loaded skills: {available})."
+                        ),
+                    },
+                    Target::Tool { name, .. } => CallError::UnknownTool {
+                        name: name.clone(),
+                        why: format!(
+                            "there is no skill `{skill_name}` (loaded skills: {available}). \
+                             Skill tools are named <skill>__<function>."
+                        ),
+                    },
+                    Target::Script { .. } => CallError::NoSuchSkill {
+                        name: skill_name.to_string(),
+                        available,
+                    },
+                });
+            }
+        };
+        allowed(caller, &skill)?;
+        if !skill.is_in_place() {
+            tracing::warn!(
+                "skill `{}`: its folder was moved or replaced since it was loaded; refusing calls until it is reloaded",
+                skill.name()
+            );
+            return Err(CallError::Moved {
+                skill: skill.name().to_string(),
+            });
+        }
+        match target {
+            Target::Tool { name, .. } => {
+                let skill_tools = self.tools_of_blocking(&skill).await;
+                let Some(tool) = skill_tools.iter().find(|t| &t.name == name).cloned() else {
+                    let names: Vec<&str> = skill_tools.iter().map(|t| t.name.as_str()).collect();
+                    let problems = self.problems_of(skill.name());
+                    if !problems.is_empty() {
+                        return Err(CallError::Unavailable {
+                            name: name.clone(),
+                            why: format!(
+                                "skill `{}` cannot serve all of its tools: {}.",
+                                skill.name(),
+                                problems.join("; ")
+                            ),
+                        });
+                    }
+                    return Err(CallError::UnknownTool {
+                        name: name.clone(),
+                        why: format!(
+                            "skill `{}` has no such tool; its tools: {}.",
+                            skill.name(),
+                            if names.is_empty() {
+                                "none".to_string()
+                            } else {
+                                names.join(", ")
+                            }
+                        ),
+                    });
+                };
+                if !self.serves(&tool) {
+                    return Err(CallError::ReadOnly { what: tool.name });
+                }
+                Ok(Prepared {
+                    component: tool.component.clone(),
+                    component_path: tool.component_path.clone(),
+                    effect: Some(tool.effect),
+                    class: tool.effect.into(),
+                    tool: Some(tool),
+                    skill,
+                })
+            }
+            Target::Script { script, .. } => {
+                if self.options.read_only {
+                    return Err(CallError::ReadOnly {
+                        what: format!("run_script {}/{script}", skill.name()),
+                    });
+                }
+                let Some(spec) = skill
+                    .manifest
+                    .as_ref()
+                    .and_then(|m| m.script(script))
+                    .cloned()
+                else {
+                    let names = skill.script_names();
+                    return Err(CallError::NoSuchScript {
+                        skill: skill.name().to_string(),
+                        script: script.clone(),
+                        available: if names.is_empty() {
+                            "none".to_string()
+                        } else {
+                            names.join(", ")
+                        },
+                    });
+                };
+                let (host, loader_skill, name) = (self.clone(), skill.clone(), script.clone());
+                let component =
+                    tokio::task::spawn_blocking(move || host.script_of(&loader_skill, &name))
+                        .await
+                        .map_err(|_| SandboxError::Host("the loader stopped".into()))?
+                        .ok_or_else(|| CallError::Unavailable {
+                            name: format!("{}/{script}", skill.name()),
+                            why: format!(
+                                "its component could not be loaded: {}",
+                                self.problems_of(skill.name()).join("; ")
+                            ),
+                        })?;
+                Ok(Prepared {
+                    skill,
+                    tool: None,
+                    component,
+                    component_path: spec.component,
+                    effect: None,
+                    class: SideEffect::Script,
+                })
+            }
+        }
+    }
+
+    /// The side-effect class of a target, from the cached tool list; `None`
+    /// when that cannot say (a tool not resolved yet, or unknown).
+    pub(super) fn class_of(&self, target: &Target) -> Option<SideEffect> {
+        match target {
+            Target::Script { .. } => Some(SideEffect::Script),
+            Target::Tool { name, .. } => {
+                let (skill, _) = split_tool_name(name)?;
+                let tools = self.cached_tools_of(skill)?;
+                let tool = tools.iter().find(|t| &t.name == name)?;
+                Some(tool.effect.into())
+            }
+        }
+    }
+}
+
+/// The invocation policy, checked at call time.
+fn allowed(caller: &Caller, skill: &Skill) -> Result<(), CallError> {
+    let Access::Model {
+        require_loaded,
+        loaded,
+        user_invoked,
+    } = &caller.access
+    else {
+        return Ok(());
+    };
+    let name = skill.name();
+    if !skill.model_invocable() && !user_invoked.contains(name) {
+        return Err(CallError::UserOnly {
+            skill: name.to_string(),
+        });
+    }
+    if *require_loaded && !loaded.contains(name) && !user_invoked.contains(name) {
+        return Err(CallError::NotLoaded {
+            skill: name.to_string(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,416 @@
+//! One MCP session's state and what it does: who the caller is, which
+//! tools it lists now, the host tools, and a skill call from the user's
+//! confirmation to the reply. `handler.rs` maps the protocol onto it.
+
+// Logging (`logging/setLevel`) is deprecated from protocol 2026-07-28 on,
+// but 2025-11-25 clients still negotiate it, and the server speaks both.
+#![allow(deprecated)]
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use rmcp::ErrorData as McpError;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, GetPromptRequestParams,
+    GetPromptResponse, LoggingLevel, LoggingMessageNotificationParam,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+
+use super::calls::{ProgressSink, client_name, idempotency_key, trace_context};
+use super::confirm::{self, Asked};
+use super::host_tools::{self, LOAD_SKILL, READ_SKILL_FILE, RUN_SCRIPT, with_notes};
+use super::server::{Shared, ToolsMode};
+use super::{prompts, results};
+use crate::call::{Access, CallError, CallReply, Caller, Outcome, Target};
+use crate::skill::Skill;
+use crate::skill::resident::FIND_SKILLS;
+
+/// The first revision whose tool list must not vary per connection.
+const STATELESS_REVISION: &str = "2026-07-28";
+
+/// Whether the request speaks the stateless revision (or later).
+pub(super) fn stateless(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .protocol_version()
+        .is_some_and(|v| v.as_str() >= STATELESS_REVISION)
+}
+
+/// Who is calling, for the per-client share of call slots: the subject of
+/// a verified OAuth token, else the client's network address. Over stdio
+/// there is one client and no share.
+#[cfg(feature = "http")]
+fn principal(context: &RequestContext<RoleServer>) -> Option<String> {
+    let parts = context.extensions.get::<http::request::Parts>()?;
+    if let Some(subject) = parts.extensions.get::<super::oauth::Subject>() {
+        return Some(format!("sub:{}", subject.0));
+    }
+    parts
+        .extensions
+        .get::<axum::extract::ConnectInfo<super::http_guard::ClientAddr>>()
+        .map(|info| format!("ip:{}", info.0.0.ip()))
+}
+
+/// Without the HTTP transport every client is a byte stream's one client.
+#[cfg(not(feature = "http"))]
+fn principal(_context: &RequestContext<RoleServer>) -> Option<String> {
+    None
+}
+
+/// Severity rank of a logging level, lowest first.
+fn level_rank(level: LoggingLevel) -> u8 {
+    match level {
+        LoggingLevel::Debug => 0,
+        LoggingLevel::Info => 1,
+        LoggingLevel::Notice => 2,
+        LoggingLevel::Warning => 3,
+        LoggingLevel::Error => 4,
+        LoggingLevel::Critical => 5,
+        LoggingLevel::Alert => 6,
+        LoggingLevel::Emergency => 7,
+    }
+}
+
+/// A connected client. Cheap to clone; clones share the session's state.
+#[derive(Clone)]
+pub struct Session {
+    pub(super) server: Arc<Shared>,
+    /// Skills activated with `load_skill` in this session.
+    activated: Arc<Mutex<BTreeSet<String>>>,
+    /// Skills the user invoked in this session (their prompt was fetched).
+    user_invoked: Arc<Mutex<BTreeSet<String>>>,
+    log_level: Arc<Mutex<LoggingLevel>>,
+}
+
+fn snapshot(set: &Mutex<BTreeSet<String>>) -> BTreeSet<String> {
+    set.lock().unwrap_or_else(|e| e.into_inner()).clone()
+}
+
+fn insert(set: &Mutex<BTreeSet<String>>, name: &str) -> bool {
+    set.lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(name.to_string())
+}
+
+impl Session {
+    /// A session of `server`, before the client's `initialize`.
+    pub fn new(server: Arc<Shared>) -> Self {
+        Session {
+            server,
+            activated: Arc::new(Mutex::new(BTreeSet::new())),
+            user_invoked: Arc::new(Mutex::new(BTreeSet::new())),
+            log_level: Arc::new(Mutex::new(LoggingLevel::Warning)),
+        }
+    }
+
+    /// Who this session is, for the call path's invocation policy.
+    fn caller(&self, context: &RequestContext<RoleServer>) -> Caller {
+        Caller {
+            client: client_name(context),
+            idempotency_key: idempotency_key(context),
+            access: Access::Model {
+                require_loaded: self.server.options.tools_mode == ToolsMode::Lazy
+                    && !stateless(context),
+                loaded: snapshot(&self.activated),
+                user_invoked: snapshot(&self.user_invoked),
+            },
+            approval: Default::default(),
+            principal: principal(context),
+            trace: trace_context(context),
+        }
+    }
+
+    /// The skills whose tools this session lists now. On the stateless
+    /// revision the list is the same for every client and request: every
+    /// skill the model may use.
+    fn listed_skills(&self, stable: bool) -> Vec<Arc<Skill>> {
+        let catalog = self.server.host.catalog();
+        if stable {
+            return catalog.model_visible().cloned().collect();
+        }
+        let invoked = snapshot(&self.user_invoked);
+        let activated = snapshot(&self.activated);
+        catalog
+            .skills()
+            .filter(|s| {
+                invoked.contains(s.name())
+                    || match self.server.options.tools_mode {
+                        ToolsMode::All => s.model_invocable(),
+                        ToolsMode::Lazy => activated.contains(s.name()),
+                    }
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// Every tool this session lists now (`stable`: the stateless
+    /// revision's fixed list).
+    pub async fn tools(&self, stable: bool) -> Vec<rmcp::model::Tool> {
+        let host = &self.server.host;
+        let catalog = host.catalog();
+        let mut tools = host_tools::definitions(
+            &catalog,
+            host.options.read_only,
+            self.server.options.catalog_budget,
+        );
+        let skills = self.listed_skills(stable);
+        for skill_tools in host.tools_of_many(&skills).await {
+            tools.extend(
+                skill_tools
+                    .iter()
+                    .filter(|t| host.serves(t))
+                    .map(host_tools::skill_tool_definition),
+            );
+        }
+        tools
+    }
+
+    /// Sends a log message to this client when its level lets it through.
+    async fn log(
+        &self,
+        context: &RequestContext<RoleServer>,
+        level: LoggingLevel,
+        logger: &str,
+        text: String,
+    ) {
+        // On the stateless revision each request says its own level, and a
+        // request that says none gets no log messages.
+        let threshold = if stateless(context) {
+            context.meta.log_level()
+        } else {
+            Some(*self.log_level.lock().unwrap_or_else(|e| e.into_inner()))
+        };
+        let Some(threshold) = threshold else { return };
+        if level_rank(level) < level_rank(threshold) || text.is_empty() {
+            return;
+        }
+        let mut param = LoggingMessageNotificationParam::new(level, Value::from(text));
+        param.logger = Some(logger.to_string());
+        let _ = context.peer.notify_logging_message(param).await;
+    }
+
+    /// Runs a skill tool or script for this client: the user's
+    /// confirmation first when the policy asks for it, then the call on the
+    /// host's one path, as a task when it runs long and the client declared
+    /// the tasks extension.
+    async fn execute(
+        &self,
+        target: Target,
+        request: &CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let mut caller = self.caller(context);
+        let host = self.server.host.clone();
+        if let Some(question) = host.confirmation(&caller, &target).await {
+            let seal = &self.server.seal;
+            let answered = confirm::answer_in(
+                seal,
+                &question,
+                request.input_responses.as_ref(),
+                request.request_state.as_deref(),
+            );
+            caller.approval = match answered {
+                Some(approval) => approval,
+                None => match confirm::ask(seal, &question, stateless(context), context).await {
+                    Asked::Answer(approval) => approval,
+                    Asked::InputRequired(result) => return Ok(result.into()),
+                    Asked::CannotAsk => caller.approval,
+                },
+            };
+        }
+        let label = match &target {
+            Target::Tool { name, .. } => name.clone(),
+            Target::Script { skill, script, .. } => format!("{RUN_SCRIPT} {skill}/{script}"),
+        };
+        let cancel = CancellationToken::new();
+        let work = {
+            let (session, context, cancel) = (self.clone(), context.clone(), cancel.clone());
+            async move {
+                let reply = host.call(&caller, target, &cancel).await;
+                session.reply(reply, &context).await
+            }
+        };
+        let may_promote = context
+            .client_capabilities()
+            .is_some_and(|caps| caps.supports_tasks());
+        self.server
+            .tasks
+            .run_or_promote(
+                &label,
+                may_promote.then(|| self.server.host.longest_call()),
+                work,
+                cancel,
+                &context.ct,
+                ProgressSink::from_context(context),
+            )
+            .await
+    }
+
+    /// A finished call as the client reads it.
+    async fn reply(
+        &self,
+        reply: Result<CallReply, CallError>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
+        match reply {
+            Ok(reply) => {
+                self.log(
+                    context,
+                    LoggingLevel::Debug,
+                    "skillbox.guest",
+                    reply.stderr.clone(),
+                )
+                .await;
+                for warning in &reply.warnings {
+                    self.log(context, LoggingLevel::Warning, "skillbox", warning.clone())
+                        .await;
+                }
+                let value = match &reply.outcome {
+                    Outcome::Value(value) => value,
+                    Outcome::Script(outcome) => {
+                        return Ok(host_tools::script_result(
+                            &self.server,
+                            outcome,
+                            &reply.notes,
+                        ));
+                    }
+                };
+                let hint = reply.tool.as_ref().and_then(|t| t.paging.as_deref());
+                let mut result = results::success(value, self.server.options.output_budget, hint);
+                if !reply.warnings.is_empty() {
+                    result.content.push(rmcp::model::ContentBlock::text(format!(
+                        "note: {}",
+                        reply.warnings.join("\nnote: ")
+                    )));
+                }
+                Ok(result)
+            }
+            // An unknown tool is a protocol error (-32602), with the
+            // teaching text in its message.
+            Err(CallError::UnknownTool { name, why }) => {
+                let listed = self.tools(stateless(context)).await;
+                Err(unknown_tool(&name, &why, &listed))
+            }
+            Err(e) => {
+                // Refusals the host enforced are worth a warning beside the
+                // error the model reads.
+                let host_event = matches!(
+                    &e,
+                    CallError::Moved { .. }
+                        | CallError::NeedsConfirmation { .. }
+                        | CallError::Declined { .. }
+                        | CallError::Sandbox {
+                            error: crate::sandbox::SandboxError::Denied { .. }
+                                | crate::sandbox::SandboxError::Quota { .. },
+                            ..
+                        }
+                );
+                if host_event {
+                    self.log(context, LoggingLevel::Warning, "skillbox", e.to_string())
+                        .await;
+                }
+                Ok(results::error(with_notes(e.to_string(), e.notes())))
+            }
+        }
+    }
+
+    /// Answers a `tools/call`: the host tools here, skill tools and scripts
+    /// through [`Session::execute`].
+    pub(super) async fn dispatch_call(
+        &self,
+        request: CallToolRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let args = request.arguments.clone().unwrap_or_default();
+        let name = request.name.as_ref();
+        let host = &self.server.host;
+        let result = match name {
+            LOAD_SKILL => {
+                let started = Instant::now();
+                let argument_bytes = crate::call::json_size(&Value::Object(args.clone()));
+                let outcome =
+                    host_tools::load_skill(&self.server, &args, &snapshot(&self.user_invoked))
+                        .await;
+                host.record_host_tool(
+                    &self.caller(context),
+                    LOAD_SKILL,
+                    outcome.as_ref().ok().map(|(s, _)| s.as_ref()),
+                    argument_bytes,
+                    if outcome.is_ok() { "ok" } else { "error" },
+                    started,
+                );
+                match outcome {
+                    Ok((skill, result)) => {
+                        let newly = insert(&self.activated, skill.name());
+                        if newly
+                            && self.server.options.tools_mode == ToolsMode::Lazy
+                            && !stateless(context)
+                        {
+                            let _ = context.peer.notify_tool_list_changed().await;
+                        }
+                        result
+                    }
+                    Err(e) => e,
+                }
+            }
+            FIND_SKILLS => host_tools::find_skills(&host.catalog(), &args),
+            READ_SKILL_FILE => {
+                host_tools::read_skill_file(host.catalog(), args, self.server.options.output_budget)
+                    .await
+            }
+            RUN_SCRIPT => match host_tools::script_target(&args) {
+                Ok(target) => return self.execute(target, &request, context).await,
+                Err(result) => result,
+            },
+            _ => {
+                let target = Target::Tool {
+                    name: name.to_string(),
+                    arguments: Value::Object(args),
+                };
+                return self.execute(target, &request, context).await;
+            }
+        };
+        Ok(result.into())
+    }
+
+    /// Renders a skill's prompt: the user invoking the skill.
+    pub(super) async fn invoke_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let prompt = prompts::get(
+            &self.server.host.catalog(),
+            &request.name,
+            request.arguments.as_ref(),
+        )?;
+        // Fetching a skill's prompt is the user invoking it: from now on
+        // its tools may run in this session, even if the model may not
+        // invoke it on its own.
+        if insert(&self.user_invoked, &request.name)
+            && self.server.options.tools_mode == ToolsMode::Lazy
+            && !stateless(context)
+        {
+            let _ = context.peer.notify_tool_list_changed().await;
+        }
+        Ok(prompt.into())
+    }
+
+    /// The level a 2025-11-25 session asked for with `logging/setLevel`.
+    pub(super) fn set_log_level(&self, level: LoggingLevel) {
+        *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = level;
+    }
+}
+
+fn unknown_tool(name: &str, why: &str, listed: &[rmcp::model::Tool]) -> McpError {
+    let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
+    McpError::invalid_params(
+        format!(
+            "unknown tool `{name}`: {why} Available now: {}. Call load_skill first to see a skill's tools.",
+            names.join(", ")
+        ),
+        Some(serde_json::json!({"tool": name})),
+    )
+}

@@ -1,0 +1,93 @@
+//! Outgoing HTTP for guests (`wasi:http`), deny by default.
+//!
+//! wasmtime-wasi-http hands every outgoing request to [`Egress`], which
+//! decides before any connection is made:
+//! - the request's `host:port` must match a rule the call was granted (the
+//!   skill requested it *and* the user gave it; see `skill::policy`);
+//! - the addresses it resolves to must not be loopback, private, link-local
+//!   or other internal ranges, unless the rule names that address itself, so
+//!   DNS rebinding cannot turn a public name into the host's own network;
+//! - a call has a cap on requests and on response bytes, and every wait is
+//!   bounded by the call's own deadline.
+//!
+//! Redirects are not followed here: a guest that follows one sends a new
+//! request, which is checked again. Every request is logged for the audit
+//! record; a refusal is remembered so the host can report it as `Denied`.
+//! `wasi:sockets` stays disabled: this is the only way out.
+
+mod admission;
+mod connect;
+mod rule;
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
+
+pub use admission::{NetLimits, NetLog, NetRequest};
+pub use rule::NetRule;
+
+use admission::{Admission, lock};
+use connect::SendResult;
+
+/// The `wasi:http` hooks of one call.
+pub struct Egress {
+    admission: Admission,
+    deadline: Instant,
+    log: Arc<Mutex<NetLog>>,
+}
+
+impl Egress {
+    pub fn new(
+        rules: Vec<NetRule>,
+        limits: NetLimits,
+        deadline: Instant,
+        skill: Option<&str>,
+    ) -> Self {
+        Egress {
+            admission: Admission {
+                rules,
+                limits,
+                grant_prefix: skill.map_or_else(String::new, |s| format!("{s}:")),
+            },
+            deadline,
+            log: Arc::new(Mutex::new(NetLog::default())),
+        }
+    }
+
+    pub fn log(&self) -> NetLog {
+        lock(&self.log).clone()
+    }
+}
+
+impl WasiHttpHooks for Egress {
+    fn send_request(
+        &mut self,
+        request: http::Request<WasiBody>,
+        options: Option<RequestOptions>,
+        _fut: Box<dyn Future<Output = Result<(), HttpError>> + Send>,
+    ) -> Box<dyn Future<Output = SendResult> + Send> {
+        let admitted = self.admission.admit(&request, &mut lock(&self.log));
+        let log = self.log.clone();
+        let deadline = self.deadline;
+        let cap = self.admission.limits.response_bytes;
+        Box::new(async move {
+            let target = admitted?;
+            let index = target.index;
+            let result = connect::fetch(request, target, options, deadline, cap, log.clone()).await;
+            if let Err(e) = &result {
+                let mut log = lock(&log);
+                if log.requests[index].outcome == "pending" {
+                    log.requests[index].outcome = match e {
+                        HttpError::ConnectionTimeout | HttpError::ConnectionReadTimeout => {
+                            "timeout"
+                        }
+                        _ => "error",
+                    }
+                    .into();
+                }
+            }
+            result
+        })
+    }
+}

@@ -1,0 +1,17 @@
+//! From a skill's requests and the user's policy to the grants and limits
+//! of one call. Only the user's policy can widen what a call gets: a skill
+//! *requests* grants and limits, the user *gives* them.
+//!
+//! - `grants.rs`: the user's grants, and what a call of a skill gets;
+//! - `limits.rs`: ceilings on what a manifest may request, the user's
+//!   overrides, and a call's limits;
+//! - `startup.rs`: the checks of the policy against the catalog and the
+//!   host's own state, before anything runs.
+
+mod grants;
+mod limits;
+mod startup;
+
+pub use grants::{EnvGrant, NetGrant, Resolved, UserPolicy, grants};
+pub use limits::{Ceilings, LimitOverrides, apply_requests, limits};
+pub use startup::{HostState, PolicyError, check_env_grants, check_net_grants, check_write_grant};
