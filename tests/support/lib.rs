@@ -19,17 +19,18 @@ pub fn repo() -> PathBuf {
         .to_path_buf()
 }
 
-/// Builds the guest components once per test process (a no-op when they
-/// are up to date) and returns the folder holding them.
+/// The folder of the built Rust guest components (this crate's build
+/// script builds them before any test runs).
 pub fn guests() -> &'static Path {
-    static BUILT: OnceLock<PathBuf> = OnceLock::new();
-    BUILT.get_or_init(|| {
-        let status = Command::new(repo().join("scripts/build-guests"))
-            .status()
-            .expect("run scripts/build-guests");
-        assert!(status.success(), "scripts/build-guests failed");
-        repo().join("guest-tools/target/wasm32-wasip2/release")
-    })
+    Path::new(env!("SKILLBOX_E2E_GUESTS"))
+}
+
+/// The folder of the Python and JavaScript components, or `None` when a
+/// toolchain was missing at build time (CI sets `SKILLBOX_REQUIRE_FOREIGN`,
+/// so there the build fails instead).
+pub fn foreign_components() -> Option<&'static Path> {
+    let dir = env!("SKILLBOX_E2E_FOREIGN");
+    (!dir.is_empty()).then(|| Path::new(dir))
 }
 
 /// The bundled sample workspace, as a string for command lines.
@@ -45,24 +46,52 @@ pub fn component(name: &str) -> PathBuf {
     guests().join(format!("{name}.wasm"))
 }
 
-/// The `skillbox` binary, built once per test process.
+/// The `skillbox` binary of this build: `target/<profile>/skillbox`,
+/// beside this test's own `deps/` folder. `scripts/test` builds the
+/// workspace before running the tests; the tests never build it.
 pub fn skillbox_bin() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "--workspace", "--bins"])
-            .current_dir(repo())
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "building the skillbox binary failed");
-        let deps = std::env::current_exe().expect("test binary path");
-        // target/<profile>/deps/<test> -> target/<profile>/skillbox
-        deps.parent()
+        let test = std::env::current_exe().expect("test binary path");
+        let profile = test
+            .parent()
             .and_then(Path::parent)
-            .expect("target/<profile>")
-            .join("skillbox")
+            .expect("target/<profile>/deps/<test>");
+        let bin = profile.join("skillbox");
+        assert!(
+            bin.is_file(),
+            "the skillbox binary is not built ({} is missing). Run the tests with scripts/test, \
+             or build it first: cargo build --workspace",
+            bin.display()
+        );
+        warn_if_older_than_the_library(&bin, &profile.join("deps"));
+        bin
     })
+}
+
+/// `cargo test` alone rebuilds the library the tests link, not the binary
+/// they run: say so when the binary is older than the newest library.
+fn warn_if_older_than_the_library(bin: &Path, deps: &Path) {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let Some(built) = modified(bin) else { return };
+    let newest_library = std::fs::read_dir(deps)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.starts_with("libskillbox-") && name.ends_with(".rlib")
+        })
+        .filter_map(|e| modified(&e.path()))
+        .max();
+    if newest_library.is_some_and(|library| library > built) {
+        eprintln!(
+            "warning: {} is older than the skillbox library; the tests may run a stale binary. \
+             Run scripts/test, or cargo build --workspace first.",
+            bin.display()
+        );
+    }
 }
 
 /// The environment every test's `skillbox` runs in: a private home and
@@ -119,6 +148,30 @@ pub struct Run {
 }
 
 impl Run {
+    /// Asserts that stderr says each of `parts`; shows the whole run when
+    /// it does not.
+    #[track_caller]
+    pub fn stderr_says(&self, parts: &[&str]) {
+        for part in parts {
+            assert!(
+                self.stderr.contains(part),
+                "stderr lacks {part:?}: {self:?}"
+            );
+        }
+    }
+
+    /// Asserts that stdout says each of `parts`; shows the whole run when
+    /// it does not.
+    #[track_caller]
+    pub fn stdout_says(&self, parts: &[&str]) {
+        for part in parts {
+            assert!(
+                self.stdout.contains(part),
+                "stdout lacks {part:?}: {self:?}"
+            );
+        }
+    }
+
     pub fn json(&self) -> Value {
         serde_json::from_str(&self.stdout).unwrap_or_else(|e| {
             panic!(
@@ -136,6 +189,20 @@ impl From<Output> for Run {
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
             stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
         }
+    }
+}
+
+/// Waits for `child` to exit and collects its output; panics with `what`
+/// if it has not exited within `within` (the wait is for the exit itself,
+/// on a thread of its own, not a poll).
+pub fn exit_within(child: std::process::Child, within: std::time::Duration, what: &str) -> Run {
+    let (done, exited) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = done.send(child.wait_with_output());
+    });
+    match exited.recv_timeout(within) {
+        Ok(output) => output.expect("wait for the child").into(),
+        Err(_) => panic!("{what}: still running after {within:?}"),
     }
 }
 

@@ -62,14 +62,28 @@ impl Recorder {
 
     /// Waits until `name` has been received at least `n` times.
     pub async fn wait_for(&self, name: &str, n: usize, within: std::time::Duration) -> bool {
+        self.wait_until(
+            |events| events.iter().filter(|e| *e == name).count() >= n,
+            within,
+        )
+        .await
+    }
+
+    /// Waits until `done` holds for the events received so far; woken by
+    /// each event, not by a timer.
+    pub async fn wait_until(
+        &self,
+        done: impl Fn(&[String]) -> bool,
+        within: std::time::Duration,
+    ) -> bool {
         let deadline = tokio::time::Instant::now() + within;
         loop {
             let notified = self.changed.notified();
-            if self.count(name) >= n {
+            if done(&self.events.lock().unwrap()) {
                 return true;
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
-                return self.count(name) >= n;
+                return done(&self.events.lock().unwrap());
             }
         }
     }
@@ -203,6 +217,22 @@ pub fn text(result: &CallToolResult) -> String {
         .unwrap_or_default()
 }
 
+/// Asserts that the text of `result` says each of `parts`.
+#[track_caller]
+pub fn assert_says(result: &CallToolResult, parts: &[&str]) {
+    let text = text(result);
+    for part in parts {
+        assert!(text.contains(part), "the result lacks {part:?}: {text}");
+    }
+}
+
+/// Asserts that `result` is a tool error whose text says each of `parts`.
+#[track_caller]
+pub fn assert_tool_error(result: &CallToolResult, parts: &[&str]) {
+    assert_eq!(result.is_error, Some(true), "not an error: {result:?}");
+    assert_says(result, parts);
+}
+
 /// A `skillbox serve --http` child process, killed when dropped.
 pub struct HttpServer(pub std::process::Child);
 
@@ -210,6 +240,41 @@ impl Drop for HttpServer {
     fn drop(&mut self) {
         let _ = self.0.kill();
         let _ = self.0.wait();
+    }
+}
+
+/// `skillbox serve --http` over the testkit skill (every tool listed),
+/// with an audit log in a folder of its own; the folders live as long as
+/// this does.
+pub struct TestkitServer {
+    pub server: HttpServer,
+    pub url: String,
+    pub audit: std::path::PathBuf,
+    _skills: tempfile::TempDir,
+    _state: tempfile::TempDir,
+}
+
+/// Starts a [`TestkitServer`] with `extra` flags.
+pub fn serve_testkit(extra: &[&str]) -> TestkitServer {
+    let skills = crate::testkit_skills();
+    let state = tempfile::tempdir().expect("temp dir");
+    let audit = state.path().join("audit.jsonl");
+    let mut args = vec![
+        "--skills",
+        skills.path().to_str().expect("utf-8 path"),
+        "--tools",
+        "all",
+        "--audit",
+        audit.to_str().expect("utf-8 path"),
+    ];
+    args.extend_from_slice(extra);
+    let (server, url) = serve_http(&args);
+    TestkitServer {
+        server,
+        url,
+        audit,
+        _skills: skills,
+        _state: state,
     }
 }
 
@@ -352,4 +417,21 @@ pub fn sample(
             | prometheus_parse::Value::Untyped(v) => Some(v),
             _ => None,
         })
+}
+
+/// Waits until the server's gauge `metric` reads `value`, scraping
+/// `/metrics` (with `token` when the server needs one) until it does.
+pub async fn wait_for_gauge(mcp_url: &str, token: Option<&str>, metric: &str, value: f64) {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let now = sample(&scrape(mcp_url, token).await, metric, &[]);
+        if now == Some(value) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{metric} never reached {value} (it is {now:?})"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
 }

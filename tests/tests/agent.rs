@@ -475,11 +475,7 @@ fn external_mcp_servers_join_with_prefixed_names() {
     );
     let run: Run = cmd.output().unwrap().into();
     assert_eq!(run.code, 2);
-    assert!(
-        run.stderr.contains("server name `bad name!`"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_says(&["server name `bad name!`"]);
 }
 
 /// A configured server that does not answer is a runtime failure (exit 1,
@@ -501,11 +497,7 @@ fn an_external_server_that_is_down_fails_the_run_with_exit_1() {
     );
     let run: Run = cmd.output().unwrap().into();
     assert_eq!(run.code, 1, "{}", run.stderr);
-    assert!(
-        run.stderr.contains("MCP server `down`") && run.stderr.contains("handshake failed"),
-        "{}",
-        run.stderr
-    );
+    run.stderr_says(&["MCP server `down`", "handshake failed"]);
     assert!(model.requests().is_empty(), "the model was never called");
 }
 
@@ -600,11 +592,7 @@ fn provider_problems_are_one_line_with_exit_5() {
     let (mut cmd, _state) = command(None, &["hello"]);
     let missing: Run = cmd.output().unwrap().into();
     assert_eq!(missing.code, 5);
-    assert!(
-        missing.stderr.contains("OPENAI_API_KEY is not set"),
-        "{}",
-        missing.stderr
-    );
+    missing.stderr_says(&["OPENAI_API_KEY is not set"]);
     assert_eq!(missing.stderr.lines().count(), 1, "{}", missing.stderr);
 
     let (mut cmd, _state) = command(None, &["hello"]);
@@ -751,11 +739,7 @@ fn a_key_never_travels_in_clear_off_this_machine_and_urls_hide_credentials() {
         .env("OPENAI_BASE_URL", "http://user:hunter2@127.0.0.1:9/v1");
     let unreachable: Run = cmd.output().unwrap().into();
     assert_eq!(unreachable.code, 5, "{}", unreachable.stderr);
-    assert!(
-        unreachable.stderr.contains("http://127.0.0.1:9/v1"),
-        "{}",
-        unreachable.stderr
-    );
+    unreachable.stderr_says(&["http://127.0.0.1:9/v1"]);
     assert!(
         !unreachable.stderr.contains("hunter2"),
         "{}",

@@ -39,11 +39,7 @@ fn limits_are_set_from_flags() {
         &["--timeout-ms", "200", "--fuel", "100000000000000"],
     );
     assert_eq!(out.code, 1);
-    assert!(
-        out.stderr.contains("timeout") && out.stderr.contains("200 ms"),
-        "{}",
-        out.stderr
-    );
+    out.stderr_says(&["timeout", "200 ms"]);
 
     let out = call(
         "testbed",
@@ -51,11 +47,7 @@ fn limits_are_set_from_flags() {
         &json!({"mib": 40}),
         &["--memory-mib", "16"],
     );
-    assert!(
-        out.stderr.contains("memory limit") && out.stderr.contains("16 MiB"),
-        "{}",
-        out.stderr
-    );
+    out.stderr_says(&["memory limit", "16 MiB"]);
 
     let out = call(
         "testbed",
@@ -63,7 +55,7 @@ fn limits_are_set_from_flags() {
         &json!({"iterations": 1u64 << 40}),
         &["--fuel", "1000"],
     );
-    assert!(out.stderr.contains("out of fuel"), "{}", out.stderr);
+    out.stderr_says(&["out of fuel"]);
 
     let out = call(
         "testbed",
@@ -71,11 +63,7 @@ fn limits_are_set_from_flags() {
         &json!({"bytes": 5000}),
         &["--max-output-bytes", "1000"],
     );
-    assert!(
-        out.stderr.contains("output limit") && out.stderr.contains("result"),
-        "{}",
-        out.stderr
-    );
+    out.stderr_says(&["output limit", "result"]);
 }
 
 #[test]
@@ -88,7 +76,7 @@ fn invalid_arguments_exit_one_and_name_the_rule() {
         "{}",
         out.stderr
     );
-    assert!(out.stderr.contains("Nothing was run"), "{}", out.stderr);
+    out.stderr_says(&["Nothing was run"]);
 }
 
 #[test]
@@ -139,7 +127,7 @@ fn a_file_that_is_not_a_component_is_refused_clearly() {
     let fake = ws.path().join("fake.wasm");
     let out = run(&["call", "--component", fake.to_str().unwrap(), "noop"]);
     assert_eq!(out.code, 1);
-    assert!(out.stderr.contains("not WebAssembly"), "{}", out.stderr);
+    out.stderr_says(&["not WebAssembly"]);
     assert_eq!(out.stderr.lines().count(), 1, "{}", out.stderr);
 }
 
@@ -228,13 +216,9 @@ fn release_check_blocks_on_a_stale_changelog_and_todos() {
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains("src/main.rs:2: TODO"), "{}", out.stdout);
-    assert!(out.stdout.contains("RESULT: BLOCKED"), "{}", out.stdout);
-    assert!(
-        out.stdout.contains("no list of changed files was given"),
-        "{}",
-        out.stdout
-    );
+    out.stdout_says(&["src/main.rs:2: TODO"]);
+    out.stdout_says(&["RESULT: BLOCKED"]);
+    out.stdout_says(&["no list of changed files was given"]);
 }
 
 #[test]
@@ -253,19 +237,15 @@ fn release_check_passes_a_ready_project_and_reads_changed_files() {
     ]);
     let out = release_check(ws.path(), &["src/app.js"]);
     assert_eq!(out.code, 0, "{}{}", out.stdout, out.stderr);
-    assert!(
-        out.stdout.contains("version 1.2.0 read from package.json"),
-        "{}",
-        out.stdout
-    );
-    assert!(out.stdout.contains("top entry is 1.2.0"), "{}", out.stdout);
+    out.stdout_says(&["version 1.2.0 read from package.json"]);
+    out.stdout_says(&["top entry is 1.2.0"]);
     assert!(
         out.stdout
             .contains("no TODO or FIXME in the 1 changed files"),
         "{}",
         out.stdout
     );
-    assert!(out.stdout.contains("RESULT: READY"), "{}", out.stdout);
+    out.stdout_says(&["RESULT: READY"]);
 
     let json_out = release_check(ws.path(), &["--json", "src/app.js"]);
     let report: serde_json::Value = serde_json::from_str(&json_out.stdout).unwrap();
@@ -300,12 +280,8 @@ fn release_check_reads_changed_files_from_stdin() {
         .unwrap()
         .into();
     assert_eq!(out.code, 1, "{}", out.stdout);
-    assert!(
-        out.stdout.contains("\"Unreleased\"; rename it to 0.3.0"),
-        "{}",
-        out.stdout
-    );
-    assert!(out.stdout.contains("src/lib.rs:1: FIXME"), "{}", out.stdout);
+    out.stdout_says(&["\"Unreleased\"; rename it to 0.3.0"]);
+    out.stdout_says(&["src/lib.rs:1: FIXME"]);
 }
 
 #[test]
@@ -314,16 +290,12 @@ fn release_check_without_a_workspace_fails_and_says_why() {
     // WASI 0.2's exit carries success or failure only, so every failing
     // exit code reaches the host as 1.
     assert_eq!(out.code, 1, "{}{}", out.stdout, out.stderr);
-    assert!(out.stderr.contains("--workspace"), "{}", out.stderr);
+    out.stderr_says(&["--workspace"]);
 }
 
 #[test]
 fn run_script_refuses_a_non_command_component() {
     let out = run(&["run-script", "--component", &path("testbed")]);
     assert_eq!(out.code, 1);
-    assert!(
-        out.stderr.contains("not a command component"),
-        "{}",
-        out.stderr
-    );
+    out.stderr_says(&["not a command component"]);
 }

@@ -3,36 +3,21 @@
 //! as every componentize-js component does). Both load, list their tools
 //! with exact schemas and run, with no SDK of this host's.
 //!
-//! `scripts/build-foreign` builds them; CI installs both toolchains and sets
-//! SKILLBOX_REQUIRE_FOREIGN=1, so a missing toolchain fails there instead of
-//! skipping.
-
-use std::path::PathBuf;
-use std::process::Command;
-use std::sync::OnceLock;
+//! This crate's build script builds them (`scripts/build-foreign`); CI
+//! installs both toolchains and sets SKILLBOX_REQUIRE_FOREIGN=1, so a
+//! missing toolchain fails the build there instead of skipping.
 
 use serde_json::json;
-use skillbox_e2e::{Run, repo, skillbox};
+use skillbox_e2e::{Run, skillbox};
 
 /// The folder of built foreign components, or `None` (with a message) when
 /// a toolchain is missing on a developer's machine.
-fn foreign() -> Option<PathBuf> {
-    static BUILT: OnceLock<Option<PathBuf>> = OnceLock::new();
-    BUILT
-        .get_or_init(|| {
-            let status = Command::new(repo().join("scripts/build-foreign"))
-                .status()
-                .expect("run scripts/build-foreign");
-            match status.code() {
-                Some(0) => Some(repo().join("target/foreign")),
-                Some(3) if std::env::var_os("SKILLBOX_REQUIRE_FOREIGN").is_none() => {
-                    eprintln!("skipping: a foreign toolchain is missing (see the message above)");
-                    None
-                }
-                _ => panic!("scripts/build-foreign failed: {status}"),
-            }
-        })
-        .clone()
+fn foreign() -> Option<&'static std::path::Path> {
+    let dir = skillbox_e2e::foreign_components();
+    if dir.is_none() {
+        eprintln!("skipping: a foreign toolchain was missing when the tests were built");
+    }
+    dir
 }
 
 fn inspect(path: &std::path::Path) -> serde_json::Value {
@@ -88,7 +73,7 @@ fn a_python_component_from_componentize_py_is_a_typed_tool() {
         json!({"text": "x", "min-length": 300}),
     );
     assert_eq!(bad.code, 1, "{bad:?}");
-    assert!(bad.stderr.contains("invalid arguments"), "{}", bad.stderr);
+    bad.stderr_says(&["invalid arguments"]);
 }
 
 #[test]

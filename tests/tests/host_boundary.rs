@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use skillbox::unstable::sandbox::{
     CompileOrigin, DiskCache, EngineOptions, Grants, Limits, MIB, Sandbox, SandboxError,
 };
-use skillbox_e2e::mcp::{call, connect_stdio, text};
+use skillbox_e2e::mcp::{assert_tool_error, call, connect_stdio, text};
 use skillbox_e2e::{Run, component, run, skillbox, workspace};
 
 /// A skill folder `name` under `root` whose tools are the testbed's, with
@@ -160,8 +160,8 @@ fn write_grants_never_cover_the_hosts_own_state() {
         "--allow-write",
     ]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("--allow-write refused"), "{}", r.stderr);
-    assert!(r.stderr.contains("skills folder"), "{}", r.stderr);
+    r.stderr_says(&["--allow-write refused"]);
+    r.stderr_says(&["skills folder"]);
 
     // The user's home holds the compiled-code cache and the state folder.
     let home = skillbox_e2e::hermetic_env()
@@ -195,7 +195,7 @@ fn write_grants_never_cover_the_hosts_own_state() {
         "--allow-write",
     ]);
     assert_eq!(r.code, 2, "{r:?}");
-    assert!(r.stderr.contains("compiled-code cache"), "{}", r.stderr);
+    r.stderr_says(&["compiled-code cache"]);
 
     // Read-only workspaces that contain skills are fine.
     let r = run(&["skills", "list", "--skills", arg(&skills)]);
@@ -271,12 +271,7 @@ async fn a_component_changed_after_loading_does_not_run() {
     )
     .unwrap();
     let result = call(&client, "victim__list-dir", json!({"path": "/skill"})).await;
-    assert_eq!(result.is_error, Some(true));
-    assert!(
-        text(&result).contains("changed since skill `victim` was loaded"),
-        "{}",
-        text(&result)
-    );
+    assert_tool_error(&result, &["changed since skill `victim` was loaded"]);
     client.cancel().await.unwrap();
 }
 
@@ -295,12 +290,8 @@ fn manifest_limits_are_clamped_and_checked() {
     );
     let r = run(&["skills", "check", arg(&skills.path().join("greedy"))]);
     assert_eq!(r.code, 0, "{r:?}");
-    assert!(r.stdout.contains("manifest-limit"), "{}", r.stdout);
-    assert!(
-        r.stdout.contains("clamped to the ceiling 60000 ms"),
-        "{}",
-        r.stdout
-    );
+    r.stdout_says(&["manifest-limit"]);
+    r.stdout_says(&["clamped to the ceiling 60000 ms"]);
 
     // The spin stops at the ceiling the user set, not the skill's hour.
     let started = std::time::Instant::now();
@@ -315,8 +306,8 @@ fn manifest_limits_are_clamped_and_checked() {
         ],
     ));
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.stderr.contains("timeout"), "{}", r.stderr);
-    assert!(r.stderr.contains("clamped"), "{}", r.stderr);
+    r.stderr_says(&["timeout"]);
+    r.stderr_says(&["clamped"]);
     assert!(started.elapsed() < Duration::from_secs(30));
 
     // A 20 MiB flood stops at the default 8 MiB ceiling.
@@ -344,8 +335,8 @@ fn manifest_limits_are_clamped_and_checked() {
     );
     let r = run(&["skills", "check", arg(&bad.path().join("overflow"))]);
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.stdout.contains("manifest-limit"), "{}", r.stdout);
-    assert!(r.stdout.contains("memory-mib"), "{}", r.stdout);
+    r.stdout_says(&["manifest-limit"]);
+    r.stdout_says(&["memory-mib"]);
     let r = run(&["skills", "list", "--skills", arg(bad.path())]);
     assert_eq!(r.code, 0, "the listing survives: {r:?}");
 }
@@ -428,8 +419,8 @@ fn memory_is_capped_per_call_not_per_memory() {
     assert_eq!(small.code, 0, "8 x 6.25 MiB fits in 64 MiB: {small:?}");
     let big = call(1000);
     assert_eq!(big.code, 1, "{big:?}");
-    assert!(big.stderr.contains("memory limit"), "{}", big.stderr);
-    assert!(big.stderr.contains("64 MiB"), "{}", big.stderr);
+    big.stderr_says(&["memory limit"]);
+    big.stderr_says(&["64 MiB"]);
 }
 
 // Row 12: a component with an exponentially large type is refused quickly,
@@ -447,12 +438,8 @@ fn an_exponential_type_is_refused_at_load() {
         .unwrap()
         .into();
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.stderr.contains("function `deep`"), "{}", r.stderr);
-    assert!(
-        r.stderr.contains("larger than this host accepts"),
-        "{}",
-        r.stderr
-    );
+    r.stderr_says(&["function `deep`"]);
+    r.stderr_says(&["larger than this host accepts"]);
     // Generous: the unbounded version took many seconds and a gigabyte.
     assert!(started.elapsed() < Duration::from_secs(20));
 }
@@ -574,8 +561,7 @@ async fn fifos_in_a_skill_never_block_the_host() {
     )
     .await
     .expect("read_skill_file answered");
-    assert_eq!(result.is_error, Some(true));
-    assert!(text(&result).contains("FIFO"), "{}", text(&result));
+    assert_tool_error(&result, &["FIFO"]);
     let resource = client
         .peer()
         .read_resource(ReadResourceRequestParams::new(
@@ -598,25 +584,16 @@ async fn fifos_in_a_skill_never_block_the_host() {
             .unwrap()
             .success()
     );
-    let mut child = skillbox()
+    let child = skillbox()
         .args(["skills", "check"])
         .arg(other.path().join("fifo-manifest"))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    let mut waited = Duration::ZERO;
-    while child.try_wait().unwrap().is_none() {
-        assert!(
-            waited < Duration::from_secs(30),
-            "skills check hangs on a FIFO"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-        waited += Duration::from_millis(50);
-    }
-    let r: Run = child.wait_with_output().unwrap().into();
+    let r = skillbox_e2e::exit_within(child, Duration::from_secs(30), "skills check on a FIFO");
     assert_eq!(r.code, 1, "{r:?}");
-    assert!(r.stdout.contains("FIFO"), "{}", r.stdout);
+    r.stdout_says(&["FIFO"]);
 }
 
 // Row 9: substitution is bounded.
@@ -663,19 +640,9 @@ async fn user_only_and_unloaded_skills_do_not_run_for_the_model() {
     testbed_skill(skills.path(), "shown", "", LIST_DIR, "");
     let (client, _) = connect_stdio(&["--no-audit", "--skills", arg(skills.path())]).await;
     let hidden = call(&client, "hidden__list-dir", json!({"path": "/skill"})).await;
-    assert_eq!(hidden.is_error, Some(true));
-    assert!(
-        text(&hidden).contains("can only be invoked by the user"),
-        "{}",
-        text(&hidden)
-    );
+    assert_tool_error(&hidden, &["can only be invoked by the user"]);
     let unloaded = call(&client, "shown__list-dir", json!({"path": "/skill"})).await;
-    assert_eq!(unloaded.is_error, Some(true));
-    assert!(
-        text(&unloaded).contains("load_skill"),
-        "{}",
-        text(&unloaded)
-    );
+    assert_tool_error(&unloaded, &["load_skill"]);
 
     // Once loaded (or invoked by the user), the tools run.
     let load = call(&client, "load_skill", json!({"name": "shown"})).await;
@@ -723,20 +690,16 @@ fn environment_grants_are_per_skill() {
     };
     let bare = env_of("one__env-vars", "TOKEN");
     assert_eq!(bare.code, 2, "{bare:?}");
-    assert!(bare.stderr.contains("one, two"), "{}", bare.stderr);
+    bare.stderr_says(&["one, two"]);
     let one = env_of("one__env-vars", "one:TOKEN");
     assert_eq!(one.code, 0, "{one:?}");
     // The value arrived, and is redacted on the way out.
-    assert!(one.stdout.contains("[redacted:TOKEN]"), "{}", one.stdout);
+    one.stdout_says(&["[redacted:TOKEN]"]);
     assert!(!one.stdout.contains("s3cret"), "{}", one.stdout);
     let two = env_of("two__env-vars", "one:TOKEN");
     assert_eq!(two.code, 0, "{two:?}");
     assert!(!two.stdout.contains("s3cret"), "{}", two.stdout);
-    assert!(
-        two.stderr.contains("--allow-env two:TOKEN"),
-        "{}",
-        two.stderr
-    );
+    two.stderr_says(&["--allow-env two:TOKEN"]);
 }
 
 // Row 13: an undescribed function is not advertised as read-only, and a
@@ -786,7 +749,7 @@ async fn effects_fail_closed_and_are_enforced() {
 // Row 14: a client that cancels a call and closes stdin ends the server.
 #[tokio::test]
 async fn serve_exits_after_a_cancelled_call_and_closed_stdin() {
-    use tokio::io::AsyncWriteExt;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
     let skills = skillbox_e2e::testkit_skills();
     let mut child = tokio::process::Command::new(skillbox_e2e::skillbox_bin())
         .args(["serve", "--no-audit", "--tools", "all", "--skills"])
@@ -798,19 +761,31 @@ async fn serve_exits_after_a_cancelled_call_and_closed_stdin() {
         .spawn()
         .unwrap();
     let mut stdin = child.stdin.take().unwrap();
-    let lines = [
-        json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}),
-        json!({"jsonrpc":"2.0","method":"notifications/initialized"}),
-        json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"testkit__spin","arguments":{}}}),
-        json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"test"}}),
-    ];
-    for line in lines {
+    let mut stdout = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut send = async |line: Value| {
         stdin
             .write_all(format!("{line}\n").as_bytes())
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    };
+    send(json!({"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"t","version":"1"}}})).await;
+    send(json!({"jsonrpc":"2.0","method":"notifications/initialized"})).await;
+    // With a progress token the server reports progress while the guest
+    // runs: the first report says the call is under way, so the cancel
+    // reaches a running guest.
+    send(json!({"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"testkit__spin","arguments":{},"_meta":{"progressToken":"spin"}}})).await;
+    let running = tokio::time::timeout(Duration::from_secs(30), async {
+        while let Some(line) = stdout.next_line().await.unwrap() {
+            if line.contains("notifications/progress") {
+                return;
+            }
+        }
+        panic!("serve closed stdout before reporting progress");
+    });
+    running
+        .await
+        .expect("a progress report while the guest spins");
+    send(json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":2,"reason":"test"}})).await;
     drop(stdin);
     let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
         .await
@@ -988,8 +963,7 @@ async fn read_only_mode_refuses_write_tools() {
         json!({"path": "/workspace/x", "contents": "y"}),
     )
     .await;
-    assert_eq!(write.is_error, Some(true));
-    assert!(text(&write).contains("--read-only"), "{}", text(&write));
+    assert_tool_error(&write, &["--read-only"]);
     assert!(!ws.path().join("x").exists());
     client.cancel().await.unwrap();
 }

@@ -11,7 +11,9 @@ use rmcp::model::{
     TaskPayload, TaskStatus,
 };
 use serde_json::{Map, Value, json};
-use skillbox_e2e::mcp::{Client, Recorder, connect_stateless, connect_stdio_as, text};
+use skillbox_e2e::mcp::{
+    Client, Recorder, assert_says, assert_tool_error, connect_stateless, connect_stdio_as, text,
+};
 use skillbox_e2e::{testkit_skills, workspace};
 
 fn args(value: Value) -> Map<String, Value> {
@@ -82,8 +84,7 @@ async fn a_session_client_is_asked_and_only_a_yes_runs_the_call() {
     // grants; nothing is written.
     let (client, recorder) = connect_stdio_as(Recorder::answering(false), &flags).await;
     let declined = call(&client, write_call("no")).await;
-    assert_eq!(declined.is_error, Some(true));
-    assert!(text(&declined).contains("declined"), "{}", text(&declined));
+    assert_tool_error(&declined, &["declined"]);
     let questions = recorder.questions();
     assert_eq!(questions.len(), 1, "{questions:?}");
     for shown in [
@@ -193,7 +194,7 @@ async fn a_stateless_client_answers_an_input_required_round() {
 
     let client = connect_stateless(Recorder::answering(false), &url).await;
     let declined = call(&client, write_call("declined")).await;
-    assert!(text(&declined).contains("declined"), "{}", text(&declined));
+    assert_says(&declined, &["declined"]);
     client.cancel().await.unwrap();
     let client = connect_stateless(Recorder::default(), &url).await;
     let refused = call(&client, write_call("unasked")).await;

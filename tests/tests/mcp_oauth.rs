@@ -281,7 +281,14 @@ async fn one_client_cannot_take_every_call_slot() {
         })
     };
     let (first, second) = (long(), long());
-    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    // One runs; the other waits for alice's share.
+    let alice_token = token_of("alice");
+    for (gauge, n) in [
+        ("skillbox_active_calls", 1.0),
+        ("skillbox_waiting_calls", 1.0),
+    ] {
+        skillbox_e2e::mcp::wait_for_gauge(&url, Some(&alice_token), gauge, n).await;
+    }
     // Bob still gets the slot Alice's share leaves free (with a share of 2
     // this waits 20 s and fails).
     let noop = bob

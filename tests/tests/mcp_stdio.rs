@@ -8,7 +8,7 @@ use rmcp::model::{
 };
 use rmcp::service::PeerRequestOptions;
 use serde_json::{Value, json};
-use skillbox_e2e::mcp::{call, connect_stdio, text};
+use skillbox_e2e::mcp::{assert_says, assert_tool_error, call, connect_stdio, text};
 use skillbox_e2e::{examples, repo, testkit_skills};
 
 fn names(tools: &[rmcp::model::Tool]) -> Vec<String> {
@@ -131,11 +131,7 @@ async fn skill_tools_return_structured_content_and_teaching_errors() {
         Some(true),
         "lazy mode runs only loaded skills"
     );
-    assert!(
-        text(&unloaded).contains("load_skill"),
-        "{}",
-        text(&unloaded)
-    );
+    assert_says(&unloaded, &["load_skill"]);
     call(&client, "load_skill", json!({"name": "log-inspect"})).await;
     let result = call(
         &client,
@@ -156,12 +152,7 @@ async fn skill_tools_return_structured_content_and_teaching_errors() {
         json!({"path": "logs/app.log"}),
     )
     .await;
-    assert_eq!(bad.is_error, Some(true));
-    assert!(
-        text(&bad).contains("`pattern` is required"),
-        "{}",
-        text(&bad)
-    );
+    assert_tool_error(&bad, &["`pattern` is required"]);
 
     let missing = call(
         &client,
@@ -248,12 +239,7 @@ async fn read_skill_file_is_bounded_and_stays_inside_the_skill() {
             json!({"skill": "log-inspect", "path": path}),
         )
         .await;
-        assert_eq!(escape.is_error, Some(true));
-        assert!(
-            text(&escape).contains("leaves the skill folder"),
-            "{}",
-            text(&escape)
-        );
+        assert_tool_error(&escape, &["leaves the skill folder"]);
     }
     let missing = call(
         &client,
@@ -404,7 +390,7 @@ async fn prompts_substitute_arguments() {
 async fn cancellation_stops_a_looping_guest_and_others_keep_running() {
     let kit = testkit_skills();
     let audit = tempfile::NamedTempFile::new().unwrap();
-    let (client, _) = connect_stdio(&[
+    let (client, recorder) = connect_stdio(&[
         "--audit",
         audit.path().to_str().unwrap(),
         "--tools",
@@ -414,16 +400,27 @@ async fn cancellation_stops_a_looping_guest_and_others_keep_running() {
     ])
     .await;
     let peer = client.peer().clone();
+    // The server reports progress on a call with a progress token while
+    // the guest runs: the first report says the guest is looping.
+    let mut with_progress = PeerRequestOptions::no_options();
+    with_progress.meta = Some(rmcp::model::RequestMetaObject::with_progress_token(
+        rmcp::model::ProgressToken(rmcp::model::NumberOrString::String("spin".into())),
+    ));
     let handle = peer
         .send_cancellable_request(
             ClientRequest::CallToolRequest(rmcp::model::CallToolRequest::new(
                 CallToolRequestParams::new("testkit__spin"),
             )),
-            PeerRequestOptions::no_options(),
+            with_progress,
         )
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        recorder
+            .wait_for("progress", 1, Duration::from_secs(30))
+            .await,
+        "no progress report while the guest spins"
+    );
 
     // While the guest loops, other calls are served promptly.
     let started = Instant::now();

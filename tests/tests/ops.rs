@@ -5,7 +5,10 @@
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use skillbox_e2e::mcp::{HttpServer, base_url, sample, scrape, serve_http, stateless_call};
+use skillbox_e2e::mcp::{
+    HttpServer, TestkitServer, base_url, sample, scrape, serve_http, serve_testkit, stateless_call,
+    wait_for_gauge,
+};
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 
@@ -178,17 +181,7 @@ async fn with_a_token_metrics_need_it_and_the_probes_do_not() {
 
 #[tokio::test]
 async fn a_traceparent_in_meta_or_header_reaches_the_audit_line() {
-    let skills = skillbox_e2e::testkit_skills();
-    let state = tempfile::tempdir().unwrap();
-    let audit = state.path().join("audit.jsonl");
-    let (_server, url) = serve_http(&[
-        "--skills",
-        skills.path().to_str().unwrap(),
-        "--tools",
-        "all",
-        "--audit",
-        audit.to_str().unwrap(),
-    ]);
+    let TestkitServer { url, audit, .. } = &serve_testkit(&[]);
     let http = reqwest::Client::new();
     let from_meta = json!({"traceparent": format!("00-{TRACE_ID}-00f067aa0ba902b7-01")});
     stateless_call(&http, &url, "testkit__noop", json!({}), from_meta)
@@ -230,20 +223,20 @@ fn sigterm(server: &HttpServer) {
 }
 
 /// Waits (off the runtime's threads) for the server process to exit; its
-/// exit code.
+/// exit code. A server still running after `within` is killed, and the
+/// test fails.
 async fn exit_code(mut server: HttpServer, within: Duration) -> Option<i32> {
-    tokio::task::spawn_blocking(move || {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(status) = server.0.try_wait().expect("wait") {
-                return status.code();
-            }
-            assert!(Instant::now() < deadline, "the server did not exit");
-            std::thread::sleep(Duration::from_millis(20));
+    let pid = server.0.id();
+    let exited = tokio::task::spawn_blocking(move || server.0.wait().expect("wait").code());
+    match tokio::time::timeout(within, exited).await {
+        Ok(code) => code.unwrap(),
+        Err(_) => {
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+            panic!("the server did not exit within {within:?}");
         }
-    })
-    .await
-    .unwrap()
+    }
 }
 
 /// Sends one stateless `tools/call` in the background.
@@ -259,32 +252,16 @@ fn spawn_call(
     })
 }
 
-/// Waits until the server reports `n` calls in flight.
-async fn wait_active(url: &str, n: f64) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while sample(&scrape(url, None).await, "skillbox_active_calls", &[]) != Some(n) {
-        assert!(Instant::now() < deadline, "the call never started");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test]
 async fn sigterm_lets_a_long_call_finish_then_exits_0() {
-    let skills = skillbox_e2e::testkit_skills();
-    let state = tempfile::tempdir().unwrap();
-    let audit = state.path().join("audit.jsonl");
-    let (server, url) = serve_http(&[
-        "--skills",
-        skills.path().to_str().unwrap(),
-        "--tools",
-        "all",
-        "--audit",
-        audit.to_str().unwrap(),
-        "--shutdown-grace",
-        "60",
-    ]);
+    // The skills and the audit log's folder stay with `served` (a partial
+    // move), so they outlive the server.
+    let served = serve_testkit(&["--shutdown-grace", "60"]);
+    let TestkitServer {
+        server, url, audit, ..
+    } = served;
     let long_call = spawn_call(&url, "testkit__sleep-ms", json!({"ms": 2500}));
-    wait_active(&url, 1.0).await;
+    wait_for_gauge(&url, None, "skillbox_active_calls", 1.0).await;
     sigterm(&server);
 
     // New connections are refused at once; the call in flight finishes.
@@ -314,17 +291,10 @@ async fn sigterm_lets_a_long_call_finish_then_exits_0() {
 
 #[tokio::test]
 async fn a_call_longer_than_the_grace_is_cut_off_and_the_server_still_exits_0() {
-    let skills = skillbox_e2e::testkit_skills();
-    let (server, url) = serve_http(&[
-        "--skills",
-        skills.path().to_str().unwrap(),
-        "--tools",
-        "all",
-        "--shutdown-grace",
-        "1",
-    ]);
+    let served = serve_testkit(&["--shutdown-grace", "1"]);
+    let TestkitServer { server, url, .. } = served;
     let spinning = spawn_call(&url, "testkit__spin", json!({}));
-    wait_active(&url, 1.0).await;
+    wait_for_gauge(&url, None, "skillbox_active_calls", 1.0).await;
     sigterm(&server);
     // The spin's own limit is 60 s; the grace of 1 s ends it long before.
     let code = exit_code(server, Duration::from_secs(30)).await;

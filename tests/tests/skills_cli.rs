@@ -193,18 +193,14 @@ fn call_without_the_workspace_explains_the_missing_grant() {
         "{}",
         out.stderr
     );
-    assert!(
-        out.stderr.contains("cannot open `logs/app.log`"),
-        "{}",
-        out.stderr
-    );
+    out.stderr_says(&["cannot open `logs/app.log`"]);
 }
 
 #[test]
 fn call_names_what_exists_when_the_tool_does_not() {
     let out = isolated(&["call", "log-inspect__nope"]);
     assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("log-inspect__grep"), "{}", out.stderr);
+    out.stderr_says(&["log-inspect__grep"]);
     let out = isolated(&["call", "nope__grep"]);
     assert_eq!(out.code, 2);
     assert!(
@@ -215,7 +211,7 @@ fn call_names_what_exists_when_the_tool_does_not() {
     );
     let out = isolated(&["call", "grep"]);
     assert_eq!(out.code, 2);
-    assert!(out.stderr.contains("SKILL__FUNCTION"), "{}", out.stderr);
+    out.stderr_says(&["SKILL__FUNCTION"]);
 }
 
 #[test]
@@ -239,11 +235,7 @@ fn manifest_limits_apply_and_flags_override_them() {
     let dir = skills.path().to_str().unwrap();
     let out = isolated(&["call", "spinner__spin", "--skills", dir]);
     assert_eq!(out.code, 1);
-    assert!(
-        out.stderr.contains("stopped after 300 ms"),
-        "{}",
-        out.stderr
-    );
+    out.stderr_says(&["stopped after 300 ms"]);
     let out = isolated(&[
         "call",
         "spinner__spin",
@@ -252,11 +244,7 @@ fn manifest_limits_apply_and_flags_override_them() {
         "--timeout-ms",
         "150",
     ]);
-    assert!(
-        out.stderr.contains("stopped after 150 ms"),
-        "{}",
-        out.stderr
-    );
+    out.stderr_says(&["stopped after 150 ms"]);
 }
 
 /// `skillbox compile` fills an empty cache with every bundled component,

@@ -1,0 +1,31 @@
+//! The end-to-end tests, as one binary: the real `skillbox` binary, real
+//! components, real files, real servers. One module per area; the shared
+//! set-up (the built components, the binary, hermetic folders, MCP clients,
+//! fake model providers) is the `skillbox_e2e` library in `tests/support`.
+//!
+//! The binary and the guest components are built before the tests run
+//! (`scripts/test`; the components by this crate's build script), so no
+//! test invokes cargo.
+
+mod agent;
+mod authoring;
+mod cli;
+mod foreign;
+mod host_boundary;
+mod layering;
+mod load_balancer;
+mod mcp_confirm_tasks;
+mod mcp_oauth;
+mod mcp_revisions;
+mod mcp_stdio;
+mod mcp_wire;
+mod network;
+mod ops;
+mod sandbox_fs;
+mod sandbox_limits;
+mod skills_catalog;
+mod skills_cli;
+mod skills_collections;
+mod skills_corpus;
+mod tools;
+mod type_kinds;
