@@ -184,12 +184,12 @@ async fn a_traceparent_in_meta_or_header_reaches_the_audit_line() {
     let TestkitServer { url, audit, .. } = &serve_testkit(&[]);
     let http = reqwest::Client::new();
     let from_meta = json!({"traceparent": format!("00-{TRACE_ID}-00f067aa0ba902b7-01")});
-    stateless_call(&http, &url, "testkit__noop", json!({}), from_meta)
+    stateless_call(&http, url, "testkit__noop", json!({}), from_meta)
         .await
         .unwrap();
     let header = format!("00-{TRACE_ID}-1111111111111111-01");
     let params = json!({"name": "testkit__noop", "arguments": {}});
-    let reply = skillbox_e2e::mcp::stateless_request(&http, &url, "tools/call", params, json!({}))
+    let reply = skillbox_e2e::mcp::stateless_request(&http, url, "tools/call", params, json!({}))
         .header("traceparent", header)
         .send()
         .await
@@ -197,11 +197,11 @@ async fn a_traceparent_in_meta_or_header_reaches_the_audit_line() {
     assert_eq!(reply.status(), 200);
     // Not a trace context: text a client would like in the audit log.
     let forged = json!({"traceparent": "00-\",\"outcome\":\"ok-00f067aa0ba902b7-01"});
-    stateless_call(&http, &url, "testkit__noop", json!({}), forged)
+    stateless_call(&http, url, "testkit__noop", json!({}), forged)
         .await
         .unwrap();
 
-    let lines = audit_lines(&audit);
+    let lines = audit_lines(audit);
     assert_eq!(lines.len(), 3, "{lines:?}");
     assert_eq!(
         lines[0]["client"], "skillbox-e2e 1",
