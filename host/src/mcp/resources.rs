@@ -20,21 +20,42 @@ pub fn uri(skill: &str, path: &str) -> String {
     format!("skill://{skill}/{path}")
 }
 
-/// The MIME type of a skill file, by extension.
+/// The type of bytes that are not text and have no better name.
+const BINARY: &str = "application/octet-stream";
+
+/// The MIME type of a skill file, by extension. A file without one
+/// (`LICENSE`, `Makefile`) is text; an unknown extension is not assumed
+/// to be.
 pub fn mime_type(path: &str) -> &'static str {
-    match path.rsplit('.').next().unwrap_or("") {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let Some((_, extension)) = name.rsplit_once('.').filter(|(stem, _)| !stem.is_empty()) else {
+        return "text/plain";
+    };
+    match extension.to_ascii_lowercase().as_str() {
         "md" | "markdown" => "text/markdown",
-        "txt" | "log" => "text/plain",
+        "txt" | "log" | "text" => "text/plain",
         "json" => "application/json",
         "yaml" | "yml" => "application/yaml",
+        "toml" => "application/toml",
+        "xml" | "xsd" => "application/xml",
         "csv" => "text/csv",
+        "tsv" => "text/tab-separated-values",
         "html" | "htm" => "text/html",
+        "css" => "text/css",
+        "py" => "text/x-python",
+        "js" | "mjs" | "cjs" => "text/javascript",
+        "ts" => "text/x-typescript",
+        "sh" | "bash" => "text/x-shellscript",
+        "rs" => "text/x-rust",
+        "wit" => "text/plain",
         "png" => "image/png",
         "jpg" | "jpeg" => "image/jpeg",
+        "gif" => "image/gif",
         "svg" => "image/svg+xml",
         "pdf" => "application/pdf",
         "wasm" => "application/wasm",
-        _ => "text/plain",
+        "zip" => "application/zip",
+        _ => BINARY,
     }
 }
 
@@ -133,8 +154,7 @@ fn read_now(catalog: &Catalog, resource_uri: &str) -> Result<ReadResourceResult,
         )
     })?;
     let bytes = skill
-        .files
-        .read_bounded(path, MAX_SERVED_FILE_BYTES)
+        .read_served(path, MAX_SERVED_FILE_BYTES)
         .map_err(|e| match e {
             ReadError::NotFound => McpError::resource_not_found(
                 format!("skill `{name}` has no file `{path}`"),
@@ -147,13 +167,19 @@ fn read_now(catalog: &Catalog, resource_uri: &str) -> Result<ReadResourceResult,
         })?;
     let mime = mime_type(path);
     let contents = match String::from_utf8(bytes) {
-        Ok(text) => ResourceContents::text(text, resource_uri),
+        Ok(text) => ResourceContents::text(text, resource_uri).with_mime_type(mime),
+        // Bytes that are not text never go out as text, whatever the name.
         Err(e) => ResourceContents::blob(
             base64::engine::general_purpose::STANDARD.encode(e.into_bytes()),
             resource_uri,
-        ),
+        )
+        .with_mime_type(if mime.starts_with("text/") {
+            BINARY
+        } else {
+            mime
+        }),
     };
-    Ok(ReadResourceResult::new(vec![contents.with_mime_type(mime)]))
+    Ok(ReadResourceResult::new(vec![contents]))
 }
 
 /// Completions for the resource template's `{name}` (skill names) and

@@ -3,9 +3,9 @@
 //!
 //! Each skill is published at `skill://<name>/SKILL.md` with its frontmatter
 //! as written and a manifest of every file it serves (sha256 and size of
-//! the bytes `resources/read` returns, components included). The digests
-//! are the ones the audit log records for components, so a client can pin
-//! exactly what the user approved.
+//! the bytes `resources/read` returns), by the one rule of
+//! `skill/fileset.rs`. Components are not among them: they run here, as
+//! this server's tools, and no other client could run them.
 
 use std::sync::Arc;
 
@@ -134,6 +134,14 @@ pub async fn directory(
         skill.files.children(&path).map(|children| {
             children
                 .into_iter()
+                .filter(|(name, _)| {
+                    let rel = if path.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{path}/{name}")
+                    };
+                    !skill.is_component(&rel)
+                })
                 .map(|(name, is_dir)| {
                     let rel = if path.is_empty() {
                         name.clone()

@@ -14,6 +14,7 @@ use std::sync::Arc;
 use cap_std::ambient_authority;
 use cap_std::fs::{Dir, OpenOptions, OpenOptionsExt};
 
+use super::fileset::FileRule;
 use crate::sandbox::PinnedDir;
 
 /// SKILL.md and skillbox.yaml larger than this are refused.
@@ -35,12 +36,24 @@ pub enum ReadError {
     NotRegular(&'static str),
     #[error("it cannot be read ({0})")]
     Io(String),
+    #[error(
+        "it is not one of the skill's files (a build output, a hidden file, or a path the \
+         skill's .gitignore excludes)"
+    )]
+    NotServed,
+    #[error(
+        "it is a component this server runs as the skill's tools or scripts; it is not served \
+         as a file (call the tools instead)"
+    )]
+    Component,
 }
 
-/// A skill folder opened as a capability. Clones share the one handle.
+/// A skill folder opened as a capability, with the rule for which of its
+/// files are the skill (`fileset.rs`). Clones share the one handle.
 #[derive(Clone)]
 pub struct SkillDir {
     dir: Arc<Dir>,
+    rule: Arc<FileRule>,
 }
 
 impl std::fmt::Debug for SkillDir {
@@ -51,9 +64,27 @@ impl std::fmt::Debug for SkillDir {
 
 impl SkillDir {
     pub fn open(path: &Path) -> Result<Self, ReadError> {
-        Dir::open_ambient_dir(path, ambient_authority())
-            .map(|dir| SkillDir { dir: Arc::new(dir) })
-            .map_err(|e| classify(&e))
+        let dir = Dir::open_ambient_dir(path, ambient_authority()).map_err(|e| classify(&e))?;
+        let mut opened = SkillDir {
+            dir: Arc::new(dir),
+            rule: Arc::default(),
+        };
+        let gitignore = opened
+            .read_bounded(".gitignore", 64 * 1024)
+            .ok()
+            .and_then(|bytes| String::from_utf8(bytes).ok());
+        opened.rule = Arc::new(FileRule::with_gitignore(gitignore.as_deref()));
+        Ok(opened)
+    }
+
+    /// Reads a file the skill serves (see `fileset.rs`), whole, refusing
+    /// files over `limit` bytes.
+    pub fn read_served(&self, rel: &str, limit: u64) -> Result<Vec<u8>, ReadError> {
+        let rel = checked_relative(rel)?;
+        if !self.rule.serves(rel) {
+            return Err(ReadError::NotServed);
+        }
+        self.read_bounded(rel, limit)
     }
 
     /// The same folder as a mount for the sandbox.
@@ -106,29 +137,35 @@ impl SkillDir {
             .is_some_and(|m| m.is_file())
     }
 
-    /// Files under `sub` (recursively, sorted, at most `max`), as paths
-    /// relative to the skill folder with `/` separators.
+    /// The files the skill serves under `sub` (recursively, sorted, at
+    /// most `max`), as paths relative to the skill folder with `/`
+    /// separators.
     pub fn list_files(&self, sub: &str, max: usize) -> Vec<String> {
         let mut out = Vec::new();
-        if let Ok(dir) = self.dir.open_dir(sub) {
-            walk(&dir, sub, 0, max, &mut out);
+        if self.rule.serves(sub)
+            && let Ok(dir) = self.dir.open_dir(sub)
+        {
+            self.walk(&dir, sub, 0, max, &mut out);
         }
         out.sort();
         out
     }
 
-    /// Every regular file in the folder (recursively, sorted, at most
-    /// `max`, dot-files skipped), relative to the folder.
+    /// Every file the skill serves (recursively, sorted, at most `max`),
+    /// relative to the folder.
     pub fn list_all_files(&self, max: usize) -> Vec<String> {
         let mut out = Vec::new();
-        walk(&self.dir, "", 0, max, &mut out);
+        self.walk(&self.dir, "", 0, max, &mut out);
         out.sort();
         out
     }
 
-    /// The direct children of folder `sub` ("" for the skill folder):
-    /// `(name, is_folder)`, sorted, dot-files skipped.
+    /// The direct children of folder `sub` ("" for the skill folder) that
+    /// the skill serves: `(name, is_folder)`, sorted.
     pub fn children(&self, sub: &str) -> Result<Vec<(String, bool)>, ReadError> {
+        if !sub.is_empty() && !self.rule.serves(checked_relative(sub)?) {
+            return Err(ReadError::NotServed);
+        }
         let listing = if sub.is_empty() {
             self.dir.entries()
         } else {
@@ -142,7 +179,12 @@ impl SkillDir {
             .filter_map(|e| {
                 let name = e.file_name().to_string_lossy().into_owned();
                 let kind = e.file_type().ok()?;
-                (!name.starts_with('.') && (kind.is_file() || kind.is_dir()))
+                let rel = if sub.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{sub}/{name}")
+                };
+                ((kind.is_file() || kind.is_dir()) && !self.rule.excludes(&rel, kind.is_dir()))
                     .then_some((name, kind.is_dir()))
             })
             .collect();
@@ -151,31 +193,30 @@ impl SkillDir {
     }
 }
 
-fn walk(dir: &Dir, prefix: &str, depth: usize, max: usize, out: &mut Vec<String>) {
-    let Ok(entries) = dir.entries() else { return };
-    let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
-    entries.sort_by_key(|e| e.file_name());
-    for entry in entries {
-        if out.len() >= max || depth > 8 {
-            return;
-        }
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        let rel = if prefix.is_empty() {
-            name.clone()
-        } else {
-            format!("{prefix}/{name}")
-        };
-        match entry.file_type() {
-            Ok(t) if t.is_file() => out.push(rel),
-            Ok(t) if t.is_dir() => {
-                if let Ok(sub) = dir.open_dir(&name) {
-                    walk(&sub, &rel, depth + 1, max, out);
-                }
+impl SkillDir {
+    fn walk(&self, dir: &Dir, prefix: &str, depth: usize, max: usize, out: &mut Vec<String>) {
+        let Ok(entries) = dir.entries() else { return };
+        let mut entries: Vec<_> = entries.filter_map(Result::ok).collect();
+        entries.sort_by_key(|e| e.file_name());
+        for entry in entries {
+            if out.len() >= max || depth > 8 {
+                return;
             }
-            _ => {}
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let rel = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}/{name}")
+            };
+            match entry.file_type() {
+                Ok(t) if t.is_file() && !self.rule.excludes(&rel, false) => out.push(rel),
+                Ok(t) if t.is_dir() && !self.rule.excludes(&rel, true) => {
+                    if let Ok(sub) = dir.open_dir(&name) {
+                        self.walk(&sub, &rel, depth + 1, max, out);
+                    }
+                }
+                _ => {}
+            }
         }
     }
 }

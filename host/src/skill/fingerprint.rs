@@ -33,7 +33,9 @@ fn walk(dir: &Path, depth: usize, hasher: &mut DefaultHasher, budget: &mut usize
         }
         *budget -= 1;
         let name = entry.file_name();
-        if name.to_string_lossy().starts_with('.') || name == "target" || name == "node_modules" {
+        let text = name.to_string_lossy();
+        // What is never a skill's file cannot change a skill (fileset.rs).
+        if text.starts_with('.') || super::fileset::BUILD_OUTPUTS.contains(&text.as_ref()) {
             continue;
         }
         let Ok(meta) = entry.metadata() else { continue };

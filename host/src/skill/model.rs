@@ -91,6 +91,27 @@ impl Skill {
         self.mount().still_at(&self.dir)
     }
 
+    /// Whether `rel` is a component the manifest names. Components run as
+    /// this server's tools and scripts; no other client can run them, so
+    /// they are not served as files (the Skills extension's manifest,
+    /// resources and `read_skill_file` leave them out) and a skill with a
+    /// large componentize-py tool stays within the extension's limits.
+    /// Publishing ships them.
+    pub fn is_component(&self, rel: &str) -> bool {
+        let rel = rel.trim_start_matches("./");
+        self.components.iter().any(|(path, _)| path == rel)
+    }
+
+    /// Reads one of the files the skill serves, whole, refusing files over
+    /// `limit` bytes, build outputs, hidden and ignored files
+    /// (`fileset.rs`), and components.
+    pub fn read_served(&self, rel: &str, limit: u64) -> Result<Vec<u8>, ReadError> {
+        if self.is_component(rel) {
+            return Err(ReadError::Component);
+        }
+        self.files.read_served(rel, limit)
+    }
+
     /// Every file the skill serves with its digest and size, read through
     /// the pinned folder. Reads every file the first time: call it off the
     /// async runtime.
@@ -101,8 +122,9 @@ impl Skill {
                     .files
                     .list_all_files(MAX_MANIFEST_FILES)
                     .into_iter()
+                    .filter(|path| !self.is_component(path))
                     .filter_map(|path| {
-                        let bytes = self.files.read_bounded(&path, MAX_SERVED_FILE_BYTES).ok()?;
+                        let bytes = self.read_served(&path, MAX_SERVED_FILE_BYTES).ok()?;
                         Some(SkillFile {
                             digest: digest(&bytes),
                             size: bytes.len() as u64,

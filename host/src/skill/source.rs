@@ -112,10 +112,19 @@ impl SourceOptions {
             );
         }
         for dir in &self.explicit {
-            push(SourceKind::Explicit, dir.clone(), true);
+            push(SourceKind::Explicit, absolute(dir), true);
         }
         out
     }
+}
+
+/// `dir` made absolute and canonical before a name is taken from it: a
+/// skill found at `--skills .` is named by its folder, not by `.`. A folder
+/// that does not resolve stays as given (discovery reports it).
+fn absolute(dir: &Path) -> PathBuf {
+    std::fs::canonicalize(dir)
+        .or_else(|_| std::env::current_dir().map(|cwd| cwd.join(dir)))
+        .unwrap_or_else(|_| dir.to_path_buf())
 }
 
 /// The bundled skills: `$SKILLBOX_SYSTEM_SKILLS` (empty disables them),
