@@ -2,7 +2,6 @@
 //! sandbox, resolved tools, the call limit and the audit log.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
@@ -12,7 +11,7 @@ use super::audit::{AuditLog, Record, now_rfc3339};
 use super::metrics::Metrics;
 use super::slots::{CallSlots, Slot};
 use super::trace::TraceContext;
-use crate::sandbox::{LoadedComponent, Sandbox, SandboxError};
+use crate::sandbox::{PendingComponent, Sandbox, SandboxError};
 use crate::skill::policy::{self, HostState, LimitOverrides, PolicyError, UserPolicy};
 use crate::skill::tools::{self, SkillTool};
 use crate::skill::{Catalog, Skill, SourceOptions};
@@ -40,9 +39,9 @@ struct ResolvedTools {
     digest: String,
     components: Vec<(String, String)>,
     tools: Arc<Vec<SkillTool>>,
-    /// Script components by script name, compiled with the tools so a
+    /// Script components by script name, described with the tools so a
     /// script run neither reads nor hashes its file again.
-    scripts: Vec<(String, Arc<LoadedComponent>)>,
+    scripts: Vec<(String, Arc<PendingComponent>)>,
     /// Why some of the skill's code could not be served (a component
     /// that changed, does not compile, …), for the error a caller sees.
     problems: Vec<String>,
@@ -133,7 +132,7 @@ impl Host {
                 path: audit.path().to_path_buf(),
             });
         }
-        if let Some(state) = state_dir() {
+        if let Some(state) = crate::dirs::state_dir() {
             out.push(HostState {
                 what: "the state folder".into(),
                 path: state,
@@ -202,8 +201,9 @@ impl Host {
         })
     }
 
-    /// A skill's tools, compiling its components on first use and again
-    /// only when the skill changes. Compiling blocks: async callers use
+    /// A skill's tools, described on first use and again only when the
+    /// skill changes; its components compile in the background. Reading
+    /// and hashing the components blocks: async callers use
     /// [`Host::tools_of_blocking`].
     pub fn tools_of(&self, skill: &Skill) -> Arc<Vec<SkillTool>> {
         if let Some(hit) = self.cached_tools(skill) {
@@ -229,9 +229,9 @@ impl Host {
         tools
     }
 
-    /// The compiled component of a skill's script (resolving the skill's
-    /// code first if needed; call it off the async runtime).
-    pub fn script_of(&self, skill: &Skill, script: &str) -> Option<Arc<LoadedComponent>> {
+    /// The component of a skill's script (resolving the skill's code first
+    /// if needed; call it off the async runtime).
+    pub fn script_of(&self, skill: &Skill, script: &str) -> Option<Arc<PendingComponent>> {
         self.tools_of(skill);
         self.lock_resolved()
             .get(skill.name())
@@ -260,8 +260,8 @@ impl Host {
     }
 
     /// The tools of each skill, in order. Skills not yet resolved are
-    /// resolved on the blocking pool, as many at once as there are cores,
-    /// so a cold start compiles (or reads from the cache) in parallel.
+    /// resolved on the blocking pool, as many at once as there are cores;
+    /// none waits for a compile.
     pub async fn tools_of_many(
         self: &Arc<Self>,
         skills: &[Arc<Skill>],
@@ -279,6 +279,47 @@ impl Host {
             .buffered(cores)
             .collect()
             .await
+    }
+
+    /// Waits until every component of `skills` is compiled or has failed;
+    /// returns how many failed. A failure joins the skill's problems, so a
+    /// later call says why its tool cannot run. For the HTTP warm-up, after
+    /// which `/readyz` says ready.
+    #[cfg(feature = "http")]
+    pub async fn compiled(self: &Arc<Self>, skills: &[Arc<Skill>]) -> usize {
+        self.tools_of_many(skills).await;
+        let mut failed = 0;
+        for skill in skills {
+            let components: Vec<Arc<PendingComponent>> = {
+                let resolved = self.lock_resolved();
+                let Some(r) = resolved.get(skill.name()) else {
+                    continue;
+                };
+                let mut all: Vec<Arc<PendingComponent>> = Vec::new();
+                let every = r
+                    .tools
+                    .iter()
+                    .map(|t| &t.component)
+                    .chain(r.scripts.iter().map(|(_, c)| c));
+                for c in every {
+                    if !all.iter().any(|seen| Arc::ptr_eq(seen, c)) {
+                        all.push(c.clone());
+                    }
+                }
+                all
+            };
+            for component in components {
+                if let Err(why) = component.compiled().await {
+                    failed += 1;
+                    if let Some(r) = self.lock_resolved().get_mut(skill.name())
+                        && !r.problems.contains(&why)
+                    {
+                        r.problems.push(why);
+                    }
+                }
+            }
+        }
+        failed
     }
 
     fn lock_resolved(&self) -> std::sync::MutexGuard<'_, HashMap<String, ResolvedTools>> {
@@ -346,10 +387,4 @@ impl Host {
 /// Size of `value` as JSON text, for audit records.
 pub fn json_size(value: &Value) -> usize {
     serde_json::to_vec(value).map_or(0, |v| v.len())
-}
-
-/// `$SKILLBOX_STATE_DIR`, `$XDG_STATE_HOME/skillbox`, or
-/// `~/.local/state/skillbox`.
-pub fn state_dir() -> Option<PathBuf> {
-    crate::dirs::user_dir("SKILLBOX_STATE_DIR", "XDG_STATE_HOME", ".local/state")
 }

@@ -156,6 +156,13 @@ impl Host {
                 .map(|(k, v)| (k.as_str(), v.as_str())),
         );
         let run = async {
+            // A component still compiling is waited for before a call slot
+            // is taken, and outside the call's own wall clock.
+            let component = prepared
+                .component
+                .compiled()
+                .await
+                .map_err(SandboxError::Load)?;
             let _slot = self.call_slot(caller.principal.as_deref()).await?;
             let _active = self.metrics.active_call();
             match target {
@@ -167,7 +174,7 @@ impl Host {
                     let out = self
                         .sandbox
                         .call(
-                            &prepared.component,
+                            &component,
                             &tool.function,
                             &arguments,
                             &resolved.grants,
@@ -192,7 +199,7 @@ impl Host {
                     argv.extend(args);
                     let out = self
                         .sandbox
-                        .run_script(&prepared.component, argv, stdin, &resolved.grants, &limits)
+                        .run_script(&component, argv, stdin, &resolved.grants, &limits)
                         .await?;
                     let ran = Ran {
                         usage: out.usage,

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::error::CallError;
 use super::host::Host;
 use super::request::{Access, Caller, Target};
-use crate::sandbox::{LoadedComponent, SandboxError, SideEffect};
+use crate::sandbox::{PendingComponent, SandboxError, SideEffect};
 use crate::skill::policy;
 use crate::skill::tools::{SkillTool, split_tool_name};
 use crate::skill::{Effect, Skill};
@@ -16,7 +16,8 @@ use crate::skill::{Effect, Skill};
 pub(super) struct Prepared {
     pub skill: Arc<Skill>,
     pub tool: Option<SkillTool>,
-    pub component: Arc<LoadedComponent>,
+    /// Described; its code may still be compiling (the pipeline waits).
+    pub component: Arc<PendingComponent>,
     pub component_path: String,
     pub effect: Option<Effect>,
     pub class: SideEffect,

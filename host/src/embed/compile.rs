@@ -1,10 +1,7 @@
 //! Compiling every skill's components ahead of time, so that no first call
 //! waits for a compile (images, CI, a fleet's shared cache).
 
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
-
-use rayon::prelude::*;
 
 use super::Skillbox;
 use crate::sandbox::CompileOrigin;
@@ -40,10 +37,12 @@ pub enum CompileOutcome {
 }
 
 impl Skillbox {
-    /// Compiles every component of every loaded skill on all cores,
-    /// storing the code in the compiled-code cache, and calls `progress`
-    /// after each with its position and the total. Blocks: call it from a
-    /// thread of its own or `spawn_blocking`, not on an async worker.
+    /// Compiles every component of every loaded skill, storing the code in
+    /// the compiled-code cache, and calls `progress` after each with its
+    /// position and the total. The components compile at once, on all
+    /// cores (a component already compiling in the background is not
+    /// compiled twice). Blocks: call it from a thread of its own or
+    /// `spawn_blocking`, not on an async worker or the compiler's pool.
     pub fn compile_all(&self, progress: impl Fn(usize, usize, &Compiled) + Sync) -> Vec<Compiled> {
         let catalog = self.host.catalog();
         let jobs: Vec<_> = catalog
@@ -55,23 +54,29 @@ impl Skillbox {
                     .map(move |(rel, _)| (skill, rel.as_str()))
             })
             .collect();
-        let done = AtomicUsize::new(0);
-        jobs.par_iter()
-            .map(|(skill, rel)| {
-                let started = Instant::now();
-                let loaded = crate::skill::tools::load(skill, rel, &self.host.sandbox);
+        let started = Instant::now();
+        let pending: Vec<_> = jobs
+            .iter()
+            .map(|(skill, rel)| crate::skill::tools::prepare(skill, rel, &self.host.sandbox))
+            .collect();
+        jobs.iter()
+            .zip(pending)
+            .enumerate()
+            .map(|(n, ((skill, rel), pending))| {
+                let done = pending.and_then(|p| p.compiled_blocking());
                 let compiled = Compiled {
                     skill: skill.name().to_string(),
                     component: rel.to_string(),
-                    outcome: match loaded {
+                    took: done
+                        .as_ref()
+                        .map_or_else(|_| started.elapsed(), |c| c.load_time),
+                    outcome: match done {
                         Ok(c) if c.origin == CompileOrigin::DiskCache => CompileOutcome::FromCache,
                         Ok(_) => CompileOutcome::Compiled,
                         Err(reason) => CompileOutcome::Failed { reason },
                     },
-                    took: started.elapsed(),
                 };
-                let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                progress(n, jobs.len(), &compiled);
+                progress(n + 1, jobs.len(), &compiled);
                 compiled
             })
             .collect()

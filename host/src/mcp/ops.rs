@@ -26,11 +26,12 @@ use super::server::Shared;
 pub async fn warm_up(shared: Arc<Shared>) {
     let host = shared.host.clone();
     let skills: Vec<_> = host.catalog().skills().cloned().collect();
-    host.tools_of_many(&skills).await;
+    let failed_to_compile = host.compiled(&skills).await;
     let failed = skills
         .iter()
         .map(|s| host.problems_of(s.name()).len())
-        .sum();
+        .sum::<usize>()
+        .max(failed_to_compile);
     shared.readiness.warmed(failed);
 }
 

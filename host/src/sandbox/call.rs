@@ -80,7 +80,12 @@ pub(crate) async fn call_function(
     let mut store = new_store(&engine.engine, &engine.scratch, grants, limits, &io)?;
     let started = Instant::now();
     let result_ty = func.result.clone();
-    let index = func.index;
+    let index = component
+        .index_of(&func.name)
+        .ok_or_else(|| SandboxError::NoSuchFunction {
+            name: function.to_string(),
+            available: component.exports.names().join(", "),
+        })?;
     let run = async {
         let instance = component.pre.instantiate_async(&mut store).await?;
         let f = instance

@@ -1,21 +1,35 @@
 //! Loading components: compile once, keep an `InstancePre`, cache on disk.
 
+use std::collections::HashMap;
+
 use wasmtime::Engine;
-use wasmtime::component::{Component, InstancePre};
+use wasmtime::component::{Component, ComponentExportIndex, InstancePre};
 
 use super::cache::DiskCache;
 use super::error::SandboxError;
 use super::store::CallState;
-use crate::schema::{ComponentExports, read_exports};
+use crate::schema::{ComponentExports, export_index, read_exports};
 
 /// A compiled component, ready to instantiate once per call.
 pub struct LoadedComponent {
     /// `sha256:<hex>` of the component's bytes.
     pub digest: String,
     pub exports: ComponentExports,
+    /// Where each function is exported, by its tool-facing name: a key
+    /// valid for every instance.
+    indices: HashMap<String, ComponentExportIndex>,
     pub(crate) pre: InstancePre<CallState>,
     /// Where the compiled code came from, for the audit and the benchmark.
     pub origin: CompileOrigin,
+    /// How long compiling it (or loading it from the cache) took.
+    pub load_time: std::time::Duration,
+}
+
+impl LoadedComponent {
+    /// Where the function `name` is exported.
+    pub(crate) fn index_of(&self, name: &str) -> Option<ComponentExportIndex> {
+        self.indices.get(name).copied()
+    }
 }
 
 impl std::fmt::Debug for LoadedComponent {
@@ -43,6 +57,7 @@ pub(crate) fn load_component(
     digest_hex: &str,
     cache: Option<&DiskCache>,
 ) -> Result<LoadedComponent, SandboxError> {
+    let started = std::time::Instant::now();
     let from_cache = cache.and_then(|c| c.load(engine, digest_hex));
     let (component, origin) = match from_cache {
         Some(component) => (component, CompileOrigin::DiskCache),
@@ -59,11 +74,18 @@ pub(crate) fn load_component(
         .map_err(|e| SandboxError::Load(describe_link_error(&e)))?;
     let exports = read_exports(engine, &component)
         .map_err(|e| SandboxError::Load(format!("it is refused: {e}")))?;
+    let indices = exports
+        .functions
+        .iter()
+        .filter_map(|f| Some((f.name.clone(), export_index(&component, f)?)))
+        .collect();
     Ok(LoadedComponent {
         digest: format!("sha256:{digest_hex}"),
         exports,
+        indices,
         pre,
         origin,
+        load_time: started.elapsed(),
     })
 }
 

@@ -20,6 +20,7 @@ mod grants;
 mod limits;
 mod mount;
 mod output;
+mod pending;
 mod quota;
 mod scratch;
 mod store;
@@ -42,6 +43,7 @@ pub use error::SandboxError;
 pub use grants::{Grants, PinnedDir, WorkspaceGrant};
 pub use limits::{Limits, MIB, SideEffect};
 pub use mount::{Mount, QuotaKind};
+pub use pending::PendingComponent;
 
 use engine::SandboxEngine;
 
@@ -66,6 +68,9 @@ pub struct Sandbox {
 #[derive(Default)]
 struct Loaded {
     by_digest: HashMap<String, Arc<LoadedComponent>>,
+    /// Components described and compiling (or compiled) in the
+    /// background, by content digest.
+    pending: HashMap<String, Arc<PendingComponent>>,
     /// A file whose size and modification time are unchanged is not read
     /// or hashed again.
     by_file: HashMap<PathBuf, (u64, Option<SystemTime>, Arc<LoadedComponent>)>,
@@ -170,6 +175,49 @@ impl Sandbox {
             .by_digest
             .insert(key.to_string(), loaded.clone());
         Ok(loaded)
+    }
+
+    /// Describes the component in `bytes` (hashed by the caller with
+    /// [`sha256_hex`] to `key`) from its type information at once, and
+    /// compiles it in the background, once per process for the same
+    /// bytes. [`PendingComponent::compiled`] waits for the code.
+    pub fn prepare_hashed(
+        self: &Arc<Self>,
+        bytes: Vec<u8>,
+        key: &str,
+    ) -> Result<Arc<PendingComponent>, SandboxError> {
+        {
+            let loaded = self.lock_loaded();
+            if let Some(hit) = loaded.pending.get(key) {
+                return Ok(hit.clone());
+            }
+            if let Some(done) = loaded.by_digest.get(key) {
+                return Ok(Arc::new(PendingComponent::ready(done.clone())));
+            }
+        }
+        if let Some(problem) = header_problem(&bytes) {
+            return Err(SandboxError::Load(format!("the file {problem}")));
+        }
+        let exports = crate::schema::read_exports_from_binary(&bytes)
+            .map_err(|e| SandboxError::Load(format!("it is refused: {e}")))?;
+        let (pending, done) = PendingComponent::new(format!("sha256:{key}"), exports);
+        let pending = Arc::new(pending);
+        {
+            let mut loaded = self.lock_loaded();
+            if let Some(raced) = loaded.pending.get(key) {
+                return Ok(raced.clone());
+            }
+            loaded.pending.insert(key.to_string(), pending.clone());
+        }
+        let (sandbox, key) = (self.clone(), key.to_string());
+        rayon::spawn(move || {
+            let compiled = sandbox.load_hashed(&bytes, &key).map_err(|e| match e {
+                SandboxError::Load(why) => why,
+                other => other.to_string(),
+            });
+            done.report(compiled);
+        });
+        Ok(pending)
     }
 
     /// Calls one exported function with JSON arguments.

@@ -22,8 +22,6 @@ pub struct ExportedFunction {
     pub function: String,
     pub params: Vec<(String, WitType)>,
     pub result: Option<WitType>,
-    /// Lookup key valid for every instance of the component.
-    pub index: ComponentExportIndex,
 }
 
 impl ExportedFunction {
@@ -58,61 +56,90 @@ impl ComponentExports {
     }
 }
 
-/// Reads the exported functions: top-level functions and the functions of
-/// exported interfaces. `wasi:cli/run` marks a command and is not a tool.
+/// Reads the exported functions of a compiled component: top-level
+/// functions and the functions of exported interfaces. `wasi:cli/run`
+/// marks a command and is not a tool. `binary.rs` reads the same from a
+/// component's bytes, without compiling it.
 ///
 /// A function whose types exceed the host's bounds refuses the whole
 /// component, naming the function: serving the rest would hide a component
 /// built to exhaust whoever lists its tools.
 pub fn read_exports(engine: &Engine, component: &Component) -> Result<ComponentExports, String> {
     let ty = component.component_type();
-    let mut out = ComponentExports::default();
-    let mut found: Vec<(Option<String>, String, ComponentFunc)> = Vec::new();
+    let mut found: Vec<Found> = Vec::new();
+    let mut is_command = false;
     for (name, item) in ty.exports(engine) {
         match item.ty {
-            ComponentItem::ComponentFunc(func) => found.push((None, name.to_string(), func)),
+            ComponentItem::ComponentFunc(func) => {
+                found.push((None, name.to_string(), signature(&func)));
+            }
             ComponentItem::ComponentInstance(instance) => {
                 if name.starts_with("wasi:cli/run@") {
-                    out.is_command = true;
+                    is_command = true;
                     continue;
                 }
                 for (fname, fitem) in instance.exports(engine) {
                     if let ComponentItem::ComponentFunc(func) = fitem.ty {
-                        found.push((Some(name.to_string()), fname.to_string(), func));
+                        found.push((Some(name.to_string()), fname.to_string(), signature(&func)));
                     }
                 }
             }
             _ => {}
         }
     }
+    assemble(found, is_command)
+}
 
-    for (interface, function, func) in &found {
+/// Where a compiled component exports `function`: a key valid for every
+/// instance of it.
+pub fn export_index(
+    component: &Component,
+    function: &ExportedFunction,
+) -> Option<ComponentExportIndex> {
+    let parent = function
+        .interface
+        .as_deref()
+        .and_then(|i| component.get_export_index(None, i));
+    component.get_export_index(parent.as_ref(), &function.function)
+}
+
+/// One exported function as a reader found it: its interface, its name,
+/// and its signature or why it cannot be a tool.
+pub(super) type Found = (
+    Option<String>,
+    String,
+    Result<Signature, (String, Unsupported)>,
+);
+
+/// The exports both readers found, named and checked the same way: tool
+/// names (`<interface>-<function>` where two interfaces export the same
+/// name), the type bound, the schema size bound, the order.
+pub(super) fn assemble(found: Vec<Found>, is_command: bool) -> Result<ComponentExports, String> {
+    let mut out = ComponentExports {
+        is_command,
+        ..ComponentExports::default()
+    };
+    for (interface, function, signature) in &found {
         let clashes = found.iter().filter(|(_, f, _)| f == function).count() > 1;
         let name = match interface {
             Some(iface) if clashes => format!("{}-{function}", short_interface(iface)),
             _ => function.clone(),
         };
-        match signature(func) {
+        match signature {
             Err((reason, Unsupported::TooLarge)) => {
                 return Err(format!("function `{name}`: {reason}"));
             }
-            Ok((params, result)) => {
-                let parent = interface
-                    .as_deref()
-                    .and_then(|i| component.get_export_index(None, i));
-                let Some(index) = component.get_export_index(parent.as_ref(), function) else {
-                    continue;
-                };
-                out.functions.push(ExportedFunction {
-                    name,
-                    interface: interface.clone(),
-                    function: function.clone(),
-                    params,
-                    result,
-                    index,
-                });
-            }
-            Err((reason, _)) => out.skipped.push(SkippedExport { name, reason }),
+            Ok((params, result)) => out.functions.push(ExportedFunction {
+                name,
+                interface: interface.clone(),
+                function: function.clone(),
+                params: params.clone(),
+                result: result.clone(),
+            }),
+            Err((reason, _)) => out.skipped.push(SkippedExport {
+                name,
+                reason: reason.clone(),
+            }),
         }
     }
     for f in &out.functions {
@@ -128,7 +155,7 @@ pub fn read_exports(engine: &Engine, component: &Component) -> Result<ComponentE
     Ok(out)
 }
 
-type Signature = (Vec<(String, WitType)>, Option<WitType>);
+pub(super) type Signature = (Vec<(String, WitType)>, Option<WitType>);
 
 fn signature(func: &ComponentFunc) -> Result<Signature, (String, Unsupported)> {
     if func.async_() {

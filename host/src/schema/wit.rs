@@ -1,9 +1,10 @@
 //! An owned copy of a component's interface types.
 //!
-//! wasmtime's `Type` handles borrow from a loaded component. Copying them
-//! into a plain tree once, at load time, lets schema derivation, validation
-//! and conversion run without the engine, and makes them testable with
-//! generated types.
+//! wasmtime's `Type` handles borrow from a loaded component, and
+//! wasmparser's from a parsed binary (`binary.rs`). Copying either into a
+//! plain tree, under one budget, lets schema derivation, validation and
+//! conversion run without the engine, gives both readers the same result,
+//! and makes them testable with generated types.
 
 use wasmtime::component::types::Type;
 
@@ -69,6 +70,17 @@ impl Default for TypeBudget {
     }
 }
 
+impl TypeBudget {
+    /// Spends one node at `depth`, or says the type is too large.
+    pub(super) fn spend(&mut self, depth: usize) -> Result<(), Unsupported> {
+        if depth > MAX_TYPE_DEPTH || self.nodes_left == 0 {
+            return Err(Unsupported::TooLarge);
+        }
+        self.nodes_left -= 1;
+        Ok(())
+    }
+}
+
 fn unsupported(kind: &'static str) -> Unsupported {
     Unsupported::Kind { kind }
 }
@@ -87,10 +99,7 @@ impl WitType {
     }
 
     fn copy(ty: &Type, budget: &mut TypeBudget, depth: usize) -> Result<Self, Unsupported> {
-        if depth > MAX_TYPE_DEPTH || budget.nodes_left == 0 {
-            return Err(Unsupported::TooLarge);
-        }
-        budget.nodes_left -= 1;
+        budget.spend(depth)?;
         let d = depth + 1;
         let boxed = |t: &Type, budget: &mut TypeBudget| Self::copy(t, budget, d).map(Box::new);
         Ok(match ty {

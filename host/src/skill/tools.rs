@@ -1,5 +1,8 @@
 //! A skill's tools and scripts as this host serves them: the manifest's
-//! descriptions joined to the component's own types.
+//! descriptions joined to the component's own types. The types are read
+//! from the components' bytes, so resolving a skill never waits for a
+//! compiler; each component compiles in the background
+//! ([`PendingComponent`]), and a call waits only for its own.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -9,7 +12,7 @@ use serde_json::Value;
 use super::diagnostic::Diagnostic;
 use super::manifest::{Effect, MANIFEST_FILE, ToolComponent};
 use super::model::Skill;
-use crate::sandbox::{LoadedComponent, MAX_COMPONENT_BYTES, Sandbox};
+use crate::sandbox::{MAX_COMPONENT_BYTES, PendingComponent, Sandbox};
 use crate::schema::{ExportedFunction, output_schema};
 
 /// MCP tool names must fit every major model API.
@@ -30,7 +33,8 @@ pub struct SkillTool {
     pub output_schema: Option<Value>,
     /// The manifest's hint for asking for less (`paging:`).
     pub paging: Option<String>,
-    pub component: Arc<LoadedComponent>,
+    /// The component, described and compiling (or compiled).
+    pub component: Arc<PendingComponent>,
 }
 
 pub fn tool_name(skill: &str, function: &str) -> String {
@@ -42,19 +46,37 @@ pub fn split_tool_name(name: &str) -> Option<(&str, &str)> {
     name.split_once("__")
 }
 
-/// A skill's code, loaded: its tools, its scripts' components by script
-/// name, and what in the manifest does not match the code.
+/// A skill's code, described: its tools, its scripts' components by
+/// script name, and what in the manifest does not match the code.
 #[derive(Debug, Default)]
 pub struct Resolution {
     pub tools: Vec<SkillTool>,
-    pub scripts: Vec<(String, Arc<LoadedComponent>)>,
+    pub scripts: Vec<(String, Arc<PendingComponent>)>,
     pub diagnostics: Vec<Diagnostic>,
 }
 
-/// Compiles (or loads from cache) a skill's tool and script components and
-/// derives its tools. Diagnostics name what in the manifest does not match
-/// the code.
-pub fn resolve(skill: &Skill, sandbox: &Sandbox) -> Resolution {
+impl Resolution {
+    /// Every component the resolution holds, tools' and scripts', once.
+    pub fn components(&self) -> Vec<Arc<PendingComponent>> {
+        let mut out: Vec<Arc<PendingComponent>> = Vec::new();
+        let all = self
+            .tools
+            .iter()
+            .map(|t| &t.component)
+            .chain(self.scripts.iter().map(|(_, c)| c));
+        for component in all {
+            if !out.iter().any(|c| Arc::ptr_eq(c, component)) {
+                out.push(component.clone());
+            }
+        }
+        out
+    }
+}
+
+/// Describes a skill's tool and script components from their bytes
+/// (starting each one's compile in the background) and derives its tools.
+/// Diagnostics name what in the manifest does not match the code.
+pub fn resolve(skill: &Skill, sandbox: &Arc<Sandbox>) -> Resolution {
     let mut resolution = Resolution::default();
     let Resolution {
         tools,
@@ -66,7 +88,7 @@ pub fn resolve(skill: &Skill, sandbox: &Sandbox) -> Resolution {
         return resolution;
     };
     for entry in &manifest.tools {
-        match load(skill, &entry.component, sandbox) {
+        match prepare(skill, &entry.component, sandbox) {
             Ok(component) => tools_of(skill, entry, component, &manifest_path, tools, diags),
             Err(message) => {
                 diags.push(Diagnostic::error(&manifest_path, "component-load", message))
@@ -74,7 +96,7 @@ pub fn resolve(skill: &Skill, sandbox: &Sandbox) -> Resolution {
         }
     }
     for script in &manifest.scripts {
-        match load(skill, &script.component, sandbox) {
+        match prepare(skill, &script.component, sandbox) {
             Ok(component) if !component.exports.is_command => diags.push(Diagnostic::error(
                 &manifest_path,
                 "script-not-command",
@@ -93,11 +115,12 @@ pub fn resolve(skill: &Skill, sandbox: &Sandbox) -> Resolution {
     resolution
 }
 
-/// Loads a component from inside the skill folder, through the folder
-/// handle pinned when the catalog was built, and only if its bytes are
-/// still the ones the catalog recorded: code changed under a loaded skill
-/// does not run with that skill's grants until a reload checks it again.
-pub fn load(skill: &Skill, rel: &str, sandbox: &Sandbox) -> Result<Arc<LoadedComponent>, String> {
+/// A component's bytes from inside the skill folder, through the folder
+/// handle pinned when the catalog was built, with their SHA-256, and only
+/// if they are still the ones the catalog recorded: code changed under a
+/// loaded skill does not run with that skill's grants until a reload
+/// checks it again.
+fn checked_bytes(skill: &Skill, rel: &str) -> Result<(Vec<u8>, String), String> {
     let bytes = skill
         .files
         .read_bounded(rel, MAX_COMPONENT_BYTES)
@@ -114,15 +137,25 @@ pub fn load(skill: &Skill, rel: &str, sandbox: &Sandbox) -> Result<Arc<LoadedCom
             skill.name()
         ));
     }
+    Ok((bytes, hex))
+}
+
+/// Describes a component of the skill and starts its compile.
+pub fn prepare(
+    skill: &Skill,
+    rel: &str,
+    sandbox: &Arc<Sandbox>,
+) -> Result<Arc<PendingComponent>, String> {
+    let (bytes, hex) = checked_bytes(skill, rel)?;
     sandbox
-        .load_hashed(&bytes, &hex)
+        .prepare_hashed(bytes, &hex)
         .map_err(|e| format!("component `{rel}`: {e}"))
 }
 
 fn tools_of(
     skill: &Skill,
     entry: &ToolComponent,
-    component: Arc<LoadedComponent>,
+    component: Arc<PendingComponent>,
     manifest_path: &std::path::Path,
     tools: &mut Vec<SkillTool>,
     diags: &mut Vec<Diagnostic>,
