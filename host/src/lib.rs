@@ -100,7 +100,10 @@ pub mod unstable {
 
     /// Scaffolding a new skill and building its tool.
     pub mod author {
-        pub use crate::author::{NewSkill, TOOL_CRATE, build, new_skill};
+        pub use crate::author::{
+            NativeCode, NewSkill, TOOL_CRATE, ToolLanguage, build, created_here, new_skill,
+            tool_language,
+        };
     }
     /// The call path's pieces the benchmarks measure.
     pub mod call {

@@ -2,8 +2,9 @@
 //! its tools into the places its manifest names.
 //!
 //! ```text
-//! new_skill  ──> SKILL.md + skillbox.yaml + tool/ (a Rust crate, its WIT world)
-//! build      ──> cargo build --target wasm32-wasip2 ──> tools/<name>.wasm
+//! new_skill  ──> SKILL.md + skillbox.yaml + tool/ (Rust, Python or JavaScript, its WIT world)
+//! build      ──> cargo / componentize-py / componentize-js, in the user's cache
+//!                ──> tools/<name>.wasm
 //! ```
 
 // Internal: reachable to embedders only through `skillbox::unstable`; the
@@ -12,6 +13,8 @@
 
 mod build;
 mod scaffold;
+mod trust;
 
-pub use build::{TOOL_CRATE, build};
+pub use build::{NativeCode, TOOL_CRATE, ToolLanguage, build, tool_language};
 pub use scaffold::{NewSkill, new_skill};
+pub use trust::created_here;

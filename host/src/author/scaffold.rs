@@ -1,11 +1,15 @@
-//! `skillbox new skill NAME`: a valid skill with one Rust tool.
+//! `skillbox new skill NAME`: a skill with one tool in Rust, Python or
+//! JavaScript.
 //!
-//! The result passes `skillbox skills check` as written, builds with
-//! `skillbox build`, and its tool answers over MCP, so an author starts
-//! from something that works and changes it step by step.
+//! The result builds with `skillbox build` and its tool answers over MCP,
+//! so an author starts from something that works and changes it step by
+//! step. Its SKILL.md holds placeholder text that `skills check` reports
+//! until the author replaces it (`skill::check::TEMPLATE_TEXT`), so a
+//! template never passes as a finished skill.
 
 use std::path::{Path, PathBuf};
 
+use super::build::ToolLanguage;
 use crate::skill::meta::{MAX_NAME_CHARS, name_format_problem};
 
 /// What to create.
@@ -15,8 +19,9 @@ pub struct NewSkill {
     pub name: String,
     /// The folder the skill folder is created in.
     pub parent: PathBuf,
-    /// Add a Rust tool crate (`tool/`) and list its function in the manifest.
-    pub rust_tool: bool,
+    /// Add a tool in this language (`tool/`) and list its function in
+    /// the manifest.
+    pub tool: Option<ToolLanguage>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -45,19 +50,26 @@ pub fn new_skill(spec: &NewSkill) -> Result<PathBuf, ScaffoldError> {
         return Err(ScaffoldError::Exists(spec.name.clone()));
     }
     let name = spec.name.as_str();
-    let mut files = vec![("SKILL.md", skill_md(name, spec.rust_tool))];
-    if spec.rust_tool {
+    let mut files = vec![("SKILL.md", skill_md(name, spec.tool.is_some()))];
+    if let Some(language) = spec.tool {
         files.extend([
             ("skillbox.yaml", manifest(name)),
-            ("tool/Cargo.toml", cargo_toml(name)),
             ("tool/wit/world.wit", world_wit()),
-            ("tool/src/lib.rs", lib_rs()),
-            ("tool/.gitignore", "/target\n".to_string()),
+            (".gitignore", "target/\n__pycache__/\n".to_string()),
         ]);
+        match language {
+            ToolLanguage::Rust => files.extend([
+                ("tool/Cargo.toml", cargo_toml(name)),
+                ("tool/src/lib.rs", lib_rs()),
+            ]),
+            ToolLanguage::Python => files.push(("tool/app.py", app_py())),
+            ToolLanguage::JavaScript => files.push(("tool/app.js", app_js())),
+        }
     }
     for (rel, text) in files {
         write(&dir, rel, &text)?;
     }
+    super::trust::remember_created(&dir);
     Ok(dir)
 }
 
@@ -90,8 +102,8 @@ fn lib_name(skill: &str) -> String {
     skill.replace('-', "_")
 }
 
-fn skill_md(name: &str, rust_tool: bool) -> String {
-    let tool_step = if rust_tool {
+fn skill_md(name: &str, with_tool: bool) -> String {
+    let tool_step = if with_tool {
         format!(
             "2. **Call the tool.** Call `{name}__greet` with the name to greet.\n   \
              *Done when:* you have its reply.\n"
@@ -128,7 +140,7 @@ fn skill_md(name: &str, rust_tool: bool) -> String {
 
 fn manifest(name: &str) -> String {
     format!(
-        "# Built by `skillbox build` from tool/ (docs/authoring.md).\n\
+        "# `skillbox build` builds tool/ into this component (docs/authoring.md).\n\
          tools:\n  \
          - component: tools/{name}.wasm\n    \
          functions:\n      \
@@ -201,4 +213,57 @@ fn lib_rs() -> String {
      \n\
      export!(Tool);\n"
         .to_string()
+}
+
+fn app_py() -> String {
+    "\"\"\"The skill's tool. Each function exported by the WIT world in\n\
+     wit/world.wit is an MCP tool; raising componentize_py_types.Err is the\n\
+     tool's own failure, shown to the model. The sandbox gives the tool no\n\
+     network and only the files the user granted (at /workspace).\n\
+     \"\"\"\n\
+     \n\
+     import componentize_py_types\n\
+     import wit_world\n\
+     \n\
+     \n\
+     class WitWorld(wit_world.WitWorld):\n    \
+     def greet(self, name: str) -> str:\n        \
+     name = name.strip()\n        \
+     if not name:\n            \
+     raise componentize_py_types.Err(\"give a name to greet\")\n        \
+     return f\"Hello, {name}!\"\n"
+        .to_string()
+}
+
+fn app_js() -> String {
+    "// The skill's tool. Each function exported by the WIT world in\n\
+     // wit/world.wit is an MCP tool; a thrown error is the tool's own\n\
+     // failure, shown to the model. The tool runs in a WebAssembly sandbox:\n\
+     // there is no node:fs or node:net, only what WASI gives (files at\n\
+     // /workspace when the user grants them).\n\
+     \n\
+     export function greet(name) {\n  \
+     const trimmed = name.trim();\n  \
+     if (trimmed.length === 0) {\n    \
+     throw \"give a name to greet\";\n  \
+     }\n  \
+     return `Hello, ${trimmed}!`;\n\
+     }\n"
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_template_holds_the_text_skills_check_reports() {
+        let md = skill_md("hello-kit", true);
+        for text in crate::skill::check::TEMPLATE_TEXT {
+            assert!(
+                md.contains(text),
+                "`skills check` looks for {text:?}, which the template no longer writes"
+            );
+        }
+    }
 }

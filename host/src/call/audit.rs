@@ -66,7 +66,7 @@ impl AuditLog {
     /// `$SKILLBOX_STATE_DIR`, `$XDG_STATE_HOME/skillbox`, or
     /// `~/.local/state/skillbox`, then `audit.jsonl`.
     pub fn default_path() -> Option<PathBuf> {
-        let dir = crate::dirs::user_dir("SKILLBOX_STATE_DIR", "XDG_STATE_HOME", ".local/state")?;
+        let dir = crate::dirs::state_dir()?;
         Some(dir.join("audit.jsonl"))
     }
 

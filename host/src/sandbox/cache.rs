@@ -75,7 +75,7 @@ impl DiskCache {
 
     /// `$SKILLBOX_CACHE_DIR`, else the user's cache folder.
     pub fn default_location() -> Option<Self> {
-        let dir = crate::dirs::user_dir("SKILLBOX_CACHE_DIR", "XDG_CACHE_HOME", ".cache")?;
+        let dir = crate::dirs::cache_dir()?;
         Some(DiskCache::new(dir.join("components")))
     }
 
