@@ -196,14 +196,13 @@ pub fn find_skills(catalog: &Catalog, args: &Map<String, Value>) -> CallToolResu
         .map_or(10, |l| (l as usize).clamp(1, MAX_FIND_RESULTS));
     let hits = catalog.search_index().search(query, limit);
     if hits.is_empty() {
-        return results::text_and_structure(
-            format!(
-                "no skill matches {query:?}. Try other words (what the task is about, not how), or do the task without a skill."
-            ),
-            json!({"skills": []}),
+        let text = format!(
+            "no skill matches {query:?}. Try other words (what the task is about, not how), or do the task without a skill."
         );
+        return results::text_and_structure(text.clone(), json!({"skills": [], "note": text}));
     }
-    let mut text = format!("Skills matching {query:?}, best first (load one with load_skill):\n");
+    let heading = format!("Skills matching {query:?}, best first (load one with load_skill):");
+    let mut text = format!("{heading}\n");
     let mut found = Vec::new();
     for hit in &hits {
         if let Some(skill) = catalog.get(&hit.name) {
@@ -212,7 +211,10 @@ pub fn find_skills(catalog: &Catalog, args: &Map<String, Value>) -> CallToolResu
             found.push(json!({"name": skill.name(), "description": skill.meta.description, "score": hit.score}));
         }
     }
-    results::text_and_structure(text.trim_end().to_string(), json!({"skills": found}))
+    results::text_and_structure(
+        text.trim_end().to_string(),
+        json!({"note": heading, "skills": found}),
+    )
 }
 
 /// Reads a string argument, or says which is missing.
@@ -288,7 +290,8 @@ pub async fn load_skill(
         .map(|t| json!({"name": t.name, "description": t.description}))
         .collect();
 
-    let mut text = format!("# Skill: {name}\n\n{}\n", body.trim());
+    let instructions = body.trim();
+    let mut text = format!("# Skill: {name}\n\n{instructions}\n");
     if !tool_list.is_empty() {
         text.push_str("\n## Tools of this skill\n");
         for t in skill_tools.iter() {
@@ -314,10 +317,13 @@ pub async fn load_skill(
             text.push_str(&format!("- {note}\n"));
         }
     }
+    // Clients that prefer structured content hand the model only this, so
+    // it carries everything the text does, the instructions first.
     let result = results::text_and_structure(
         text,
         json!({
             "skill": name,
+            "instructions": instructions,
             "tools": tool_list,
             "scripts": scripts,
             "references": skill.references,
@@ -376,25 +382,22 @@ pub async fn read_skill_file(
             .and_then(Value::as_u64)
             .unwrap_or(DEFAULT_LINES as u64) as usize)
             .clamp(1, MAX_LINES);
-        let bytes = skill
-            .files
-            .read_bounded(path, MAX_SKILL_FILE)
-            .map_err(|e| {
-                let hint = match e {
-                    ReadError::NotFound => format!(
-                        " Files of this skill: {}",
-                        std::iter::once("SKILL.md".to_string())
-                            .chain(skill.references.iter().cloned())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                    _ => String::new(),
-                };
-                results::error(format!(
-                    "cannot read `{path}` in skill `{}`: {e}.{hint}",
-                    skill.name()
-                ))
-            })?;
+        let bytes = skill.read_served(path, MAX_SKILL_FILE).map_err(|e| {
+            let hint = match e {
+                ReadError::NotFound => format!(
+                    " Files of this skill: {}",
+                    std::iter::once("SKILL.md".to_string())
+                        .chain(skill.references.iter().cloned())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                _ => String::new(),
+            };
+            results::error(format!(
+                "cannot read `{path}` in skill `{}`: {e}.{hint}",
+                skill.name()
+            ))
+        })?;
         let text = String::from_utf8(bytes).map_err(|_| {
             results::error(format!(
                 "`{path}` is not a text file; only text files can be read this way"
@@ -421,6 +424,7 @@ fn line_window(text: &str, path: &str, start: usize, max: usize, budget: usize) 
         ));
     }
     let mut out = String::new();
+    let mut lines_shown = String::new();
     let mut last = start.saturating_sub(1);
     for (i, line) in lines.iter().enumerate().skip(start - 1).take(max) {
         let numbered = format!("{:>5}  {line}\n", i + 1);
@@ -428,17 +432,29 @@ fn line_window(text: &str, path: &str, start: usize, max: usize, budget: usize) 
             break;
         }
         out.push_str(&numbered);
+        lines_shown.push_str(line);
+        lines_shown.push('\n');
         last = i + 1;
     }
-    if last < total {
-        out.push_str(&format!(
-            "\n[lines {start}-{last} of {total}; call read_skill_file again with start_line={} for more]\n",
+    let more = (last < total).then(|| {
+        format!(
+            "lines {start}-{last} of {total}; call read_skill_file again with start_line={} for more",
             last + 1
-        ));
+        )
+    });
+    if let Some(more) = &more {
+        out.push_str(&format!("\n[{more}]\n"));
     }
     results::text_and_structure(
         out,
-        json!({"path": path, "start_line": start, "end_line": last, "total_lines": total}),
+        json!({
+            "path": path,
+            "start_line": start,
+            "end_line": last,
+            "total_lines": total,
+            "text": lines_shown,
+            "more": more,
+        }),
     )
 }
 
@@ -499,6 +515,7 @@ pub fn script_result(server: &Shared, outcome: &ScriptOutcome, notes: &[String])
             "exit_code": outcome.exit_code,
             "stdout": stdout,
             "stderr": stderr,
+            "notes": notes,
         }),
     )
 }

@@ -284,6 +284,10 @@ impl Session {
                         "note: {}",
                         reply.warnings.join("\nnote: ")
                     )));
+                    // The notes are not the tool's value, and a client that
+                    // prefers structured content would hide them from its
+                    // model: the text, which has both, is the whole result.
+                    result.structured_content = None;
                 }
                 Ok(result)
             }
