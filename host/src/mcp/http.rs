@@ -187,6 +187,7 @@ pub fn router(
     );
     let mut router = axum::Router::new()
         .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(session_ended_is_200))
         .merge(ops::metrics(server.clone(), sessions));
     if let Some(token) = bound_options.auth.clone() {
         router = router.layer(axum::middleware::from_fn(move |request, next| {
@@ -229,6 +230,21 @@ pub fn router(
             lifecycle::track(in_flight.clone(), request, next)
         }))
         .merge(ops::probes(server))
+}
+
+/// A session ended with `DELETE /mcp` is answered 200, as the official
+/// SDKs' servers answer it (the Python SDK accepts only 200 or 204 and
+/// warns on every close otherwise); the MCP library answers 202.
+async fn session_ended_is_200(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let delete = request.method() == http::Method::DELETE;
+    let mut response = next.run(request).await;
+    if delete && response.status() == http::StatusCode::ACCEPTED {
+        *response.status_mut() = http::StatusCode::OK;
+    }
+    response
 }
 
 /// How long a client may take to send a request's headers, so a client

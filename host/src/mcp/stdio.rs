@@ -158,15 +158,20 @@ impl rmcp::transport::Transport<RoleServer> for LineTransport {
         let outbound = self.outbound.clone();
         let pending = self.pending.clone();
         async move {
-            let line = line.map_err(std::io::Error::other)?;
-            outbound
-                .send(line)
-                .await
-                .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe))?;
+            let sent = match line {
+                Ok(line) => outbound
+                    .send(line)
+                    .await
+                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::BrokenPipe)),
+                Err(e) => Err(std::io::Error::other(e)),
+            };
+            // A reply that cannot go out (the client closed stdout) is done
+            // with all the same: waiting for it would keep a server whose
+            // client has gone alive for ever.
             if let Some(id) = answered {
                 pending.answer(&id);
             }
-            Ok(())
+            sent
         }
     }
 

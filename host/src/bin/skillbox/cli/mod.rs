@@ -71,6 +71,18 @@ enum Command {
     Compile(compile::CompileArgs),
     /// Measure the fixed cost of a sandboxed call and of compiling.
     Bench(crate::bench::BenchArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish,
+    /// powershell), generated from these very flags.
+    ///
+    /// For bash: `skillbox completions bash > ~/.local/share/bash-completion/completions/skillbox`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), generated from these very flags:
+    /// `skillbox man | man -l -`.
+    Man,
 }
 
 /// An error at the command line's edge, mapped to an exit code.
@@ -115,9 +127,25 @@ impl From<anyhow::Error> for CliError {
 pub fn main() -> ExitCode {
     telemetry::init();
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve(_) | Command::Agent(_)) {
+        exit_quietly_on_a_closed_pipe();
+    }
     let code = run_reporting(cli);
     telemetry::shutdown();
     code
+}
+
+/// A command whose output goes into a pipe the reader closed (`skillbox
+/// skills list --json | head`) ends as command-line tools do, quietly,
+/// instead of failing on the next write. Servers and the agent keep
+/// Rust's default (a closed pipe or socket is an error they handle).
+fn exit_quietly_on_a_closed_pipe() {
+    #[allow(unsafe_code)]
+    // SAFETY: `signal` changes a process-wide disposition and touches no
+    // memory of this program; SIG_DFL needs no handler to stay valid.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 fn run_reporting(cli: Cli) -> ExitCode {
@@ -150,6 +178,18 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::New(command) => author::new(command),
         Command::Build(args) => author::build_skill(args),
         Command::Bench(args) => crate::bench::run(args).map_err(CliError::Other),
+        Command::Completions { shell } => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(shell, &mut command, "skillbox", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Man => {
+            let command = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(command)
+                .render(&mut std::io::stdout())
+                .map_err(|e| CliError::Other(e.into()))?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 

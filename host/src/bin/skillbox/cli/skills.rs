@@ -27,8 +27,8 @@ pub enum SkillsCommand {
     /// Prints `path:line: severity: rule: message` per finding; exits 0 when
     /// every skill is valid, 1 when any is not, 2 on a usage error.
     Check {
-        /// Skill folders, or folders of skills.
-        #[arg(required = true, value_name = "PATH")]
+        /// Skill folders, or folders of skills (default: the current folder).
+        #[arg(value_name = "PATH", default_value = ".")]
         paths: Vec<PathBuf>,
         /// Print JSON on stdout instead of lines.
         #[arg(long)]
@@ -107,7 +107,7 @@ fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
         }));
         return Ok(ExitCode::SUCCESS);
     }
-    let rows: Vec<[String; 7]> = catalog
+    let rows: Vec<[String; 8]> = catalog
         .skills()
         .map(|s| {
             let warned = catalog
@@ -122,12 +122,13 @@ fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
                 s.script_names().len().to_string(),
                 tokens::count(&catalog_entry(s)).to_string(),
                 if warned { "warnings" } else { "ok" }.to_string(),
+                s.dir.display().to_string(),
             ]
         })
         .collect();
     print_table(
         &[
-            "NAME", "SOURCE", "TRUST", "TOOLS", "SCRIPTS", "TIER-1", "STATUS",
+            "NAME", "SOURCE", "TRUST", "TOOLS", "SCRIPTS", "TIER-1", "STATUS", "FOLDER",
         ],
         &rows,
     );
@@ -168,7 +169,7 @@ fn print_table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) {
 fn check(paths: &[PathBuf], as_json: bool) -> Result<ExitCode, CliError> {
     let (folders, mut all) =
         check::skill_folders(paths).map_err(|e| CliError::Usage(e.to_string()))?;
-    let sandbox = Sandbox::new()?;
+    let sandbox = std::sync::Arc::new(Sandbox::new()?);
     let mut results = Vec::new();
     for dir in &folders {
         let diags = check::check_folder(dir, &sandbox);
@@ -200,7 +201,7 @@ fn check(paths: &[PathBuf], as_json: bool) -> Result<ExitCode, CliError> {
 
 fn token_report(sources: &SourceFlags, budget: usize, as_json: bool) -> Result<ExitCode, CliError> {
     let catalog = Catalog::build(&sources.options());
-    let sandbox = Sandbox::new()?;
+    let sandbox = std::sync::Arc::new(Sandbox::new()?);
     let mut rows = Vec::new();
     let mut warnings = Vec::new();
     let (mut total_tier1, mut total_tools, mut total_body) = (0, 0, 0);

@@ -21,10 +21,17 @@ static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 /// span export. A misconfigured export is reported and left off; it never
 /// stops the command.
 pub fn init() {
+    use std::io::IsTerminal;
     let filter = EnvFilter::try_from_env("SKILLBOX_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
     let logs = fmt::layer()
         .with_writer(std::io::stderr)
         .with_target(false)
+        // Colour codes only for a person at a terminal, never in a file.
+        .with_ansi(std::io::stderr().is_terminal())
+        .with_filter(RoutineDisconnects {
+            shown: std::env::var("SKILLBOX_LOG")
+                .is_ok_and(|v| v.contains("debug") || v.contains("trace")),
+        })
         .with_filter(filter);
     let spans = exporter().map(|provider| {
         let tracer = provider.tracer("skillbox");
@@ -38,6 +45,53 @@ pub fn init() {
         .with(logs)
         .with(spans)
         .try_init();
+}
+
+/// Keeps what a client's ordinary goodbye makes the MCP library log as an
+/// error (a reply it could not send to a client that had gone) out of the
+/// log, unless the user asked for debug logs (`SKILLBOX_LOG=debug`).
+struct RoutineDisconnects {
+    shown: bool,
+}
+
+/// Events the MCP library logs as errors that are a client leaving.
+const ROUTINE: &[&str] = &[
+    "failed to send pending response during drain",
+    "fail to response message",
+];
+
+impl<S> tracing_subscriber::layer::Filter<S> for RoutineDisconnects {
+    fn enabled(
+        &self,
+        _meta: &tracing::Metadata<'_>,
+        _ctx: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        true
+    }
+
+    fn event_enabled(
+        &self,
+        event: &tracing::Event<'_>,
+        _ctx: &tracing_subscriber::layer::Context<'_, S>,
+    ) -> bool {
+        if self.shown || !event.metadata().target().starts_with("rmcp") {
+            return true;
+        }
+        let mut message = Message(String::new());
+        event.record(&mut message);
+        !ROUTINE.contains(&message.0.as_str())
+    }
+}
+
+/// The `message` field of an event.
+struct Message(String);
+
+impl tracing::field::Visit for Message {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0 = format!("{value:?}");
+        }
+    }
 }
 
 fn exporter() -> Option<SdkTracerProvider> {

@@ -1,5 +1,6 @@
 //! `call`, `inspect` and `run-script`.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -46,7 +47,9 @@ pub struct RunScriptArgs {
     script: Option<String>,
     #[command(flatten)]
     sources: SourceFlags,
-    /// Read the script's stdin from this file (default: empty stdin).
+    /// Read the script's stdin from this file, or `-` for this command's
+    /// own stdin (default: this command's stdin when it is piped, else
+    /// empty).
     #[arg(long, value_name = "FILE")]
     stdin: Option<PathBuf>,
     #[command(flatten)]
@@ -130,6 +133,8 @@ fn one_call_host(sandbox: &SandboxFlags, sources: &SourceFlags) -> Result<Skillb
 
 /// Prints the notes a call carries, and maps its error onto an exit code:
 /// a name that does not exist is a usage error, a failed call is not.
+/// When the skill is not found and a SKILL.md sits in (or below) the
+/// current folder, the error says how to load it.
 fn finish<T>(result: Result<T, CallError>) -> Result<T, CliError> {
     let notes = match &result {
         Ok(_) => &[][..],
@@ -140,11 +145,32 @@ fn finish<T>(result: Result<T, CallError>) -> Result<T, CliError> {
     }
     result.map_err(|e| match e {
         CallError::Sandbox { error, .. } => CliError::Sandbox(error),
-        e @ (CallError::UnknownTool { .. }
-        | CallError::NoSuchSkill { .. }
-        | CallError::NoSuchScript { .. }) => CliError::Usage(e.to_string()),
+        e @ (CallError::UnknownTool { .. } | CallError::NoSuchSkill { .. }) => {
+            CliError::Usage(format!("{e}{}", skills_here_hint()))
+        }
+        e @ CallError::NoSuchScript { .. } => CliError::Usage(e.to_string()),
         e => CliError::Other(anyhow::anyhow!("{e}")),
     })
+}
+
+/// A hint to pass `--skills` when the current folder holds skills that
+/// were not loaded: a skill folder itself, or a folder of skills.
+fn skills_here_hint() -> String {
+    let here = Path::new(".");
+    if here.join("SKILL.md").is_file() {
+        return "\nhint: this folder is a skill; load it with --skills . (or its parent folder)"
+            .into();
+    }
+    let has_skills = std::fs::read_dir(here)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| e.path().join("SKILL.md").is_file());
+    if has_skills {
+        "\nhint: this folder holds skills; load them with --skills .".into()
+    } else {
+        String::new()
+    }
 }
 
 fn print_notes(notes: &[String]) {
@@ -192,12 +218,23 @@ pub fn inspect(path: &Path) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
+/// This command's own stdin, whole (for a script's stdin).
+fn read_own_stdin() -> Result<Vec<u8>, CliError> {
+    let mut bytes = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::stdin(), &mut bytes)
+        .map_err(|e| CliError::Usage(format!("--stdin -: cannot read stdin ({e})")))?;
+    Ok(bytes)
+}
+
 pub fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
     let stdin = match &args.stdin {
-        None => Vec::new(),
-        Some(path) => std::fs::read(path).map_err(|e| {
+        Some(path) if path.as_os_str() != "-" => std::fs::read(path).map_err(|e| {
             CliError::Usage(format!("--stdin {}: cannot read it ({e})", path.display()))
         })?,
+        // `-`, or input piped in without the flag: what this command reads.
+        Some(_) => read_own_stdin()?,
+        None if !std::io::stdin().is_terminal() => read_own_stdin()?,
+        None => Vec::new(),
     };
     let (stdout, stderr, exit_code) = match (&args.component, &args.script) {
         (_, Some(spec)) => {
