@@ -2,9 +2,28 @@
 //! `skillbox new skill NAME --tool rust`, `skillbox build`, `skills check`,
 //! and the new tool answering over MCP.
 
+use std::path::Path;
+
 use serde_json::json;
 use skillbox_e2e::mcp::{call, connect_stdio, text};
 use skillbox_e2e::{Run, repo, skillbox};
+
+/// Does what `new skill` asks of its author: SKILL.md in their own words.
+fn finish_template(skill: &Path) {
+    let path = skill.join("SKILL.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let finished = text
+        .replace(
+            "; replace this with what your skill does, when to use it and when not to.",
+            ". Not for letters or long messages.",
+        )
+        .replace(
+            "One paragraph on what this skill is for and what it returns.",
+            "Greets one person by name and returns the greeting.",
+        );
+    assert_ne!(finished, text, "the template changed; update this test");
+    std::fs::write(path, finished).unwrap();
+}
 
 #[tokio::test]
 async fn a_new_skill_builds_checks_and_answers_over_mcp() {
@@ -39,6 +58,26 @@ async fn a_new_skill_builds_checks_and_answers_over_mcp() {
         .into();
     assert_eq!(built.code, 0, "{built:?}");
     assert!(built.stdout.contains("tools/hello-kit.wasm"), "{built:?}");
+    built.stderr_says(&["natively"]);
+    // The build happened elsewhere: the skill folder holds the component
+    // and what `new` wrote, no build output.
+    for build_output in ["target", "tool/target"] {
+        assert!(
+            !skill.join(build_output).exists(),
+            "{build_output} left in the skill folder"
+        );
+    }
+
+    // The template's placeholder text is reported until it is replaced.
+    let unfinished: Run = skillbox()
+        .args(["skills", "check"])
+        .arg(&skill)
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(unfinished.code, 1, "{unfinished:?}");
+    unfinished.stdout_says(&["template-text"]);
+    finish_template(&skill);
 
     // As a newcomer types it: a relative path, and the folder itself.
     for (cwd, path) in [(parent.path(), "hello-kit"), (skill.as_path(), ".")] {
@@ -80,15 +119,22 @@ fn new_refuses_a_bad_name_and_an_existing_folder() {
     let again = new("plain");
     assert_eq!(again.code, 2, "{again:?}");
     assert!(again.stderr.contains("already exists"), "{again:?}");
-    let check: Run = skillbox()
-        .args(["skills", "check"])
-        .arg(parent.path().join("plain"))
-        .output()
-        .unwrap()
-        .into();
+    let check = || -> Run {
+        skillbox()
+            .args(["skills", "check"])
+            .arg(parent.path().join("plain"))
+            .output()
+            .unwrap()
+            .into()
+    };
+    let unfinished = check();
+    assert_eq!(unfinished.code, 1, "{unfinished:?}");
+    unfinished.stdout_says(&["template-text"]);
+    finish_template(&parent.path().join("plain"));
+    let finished = check();
     assert_eq!(
-        check.code, 0,
-        "an instruction-only skill checks clean: {check:?}"
+        finished.code, 0,
+        "an instruction-only skill checks clean: {finished:?}"
     );
 }
 

@@ -20,6 +20,7 @@ mod mcp_revisions;
 mod mcp_stdio;
 mod mcp_wire;
 mod network;
+mod newcomer;
 mod ops;
 mod sandbox_fs;
 mod sandbox_limits;

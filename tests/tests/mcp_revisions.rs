@@ -12,7 +12,7 @@ use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
 use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::json;
 use skillbox_e2e::mcp::{HttpServer, Recorder, assert_tool_error, call, connect_stdio, text};
-use skillbox_e2e::{examples, repo, skillbox_bin};
+use skillbox_e2e::{examples, skillbox_bin};
 
 /// `serve --http` over the sample workspace, with `args`.
 fn serve_http(args: &[&str]) -> (HttpServer, String) {
@@ -142,12 +142,17 @@ async fn the_skills_extension_publishes_every_file_with_its_digest() {
     for expected in [
         "skill://log-inspect/SKILL.md",
         "skill://log-inspect/skillbox.yaml",
-        "skill://log-inspect/tools/text.wasm",
+        "skill://log-inspect/references/patterns.md",
     ] {
         assert!(uris.contains(&expected), "{expected} not in {uris:?}");
     }
-    // Every listed file reads back with the listed digest and size: the
-    // component as a blob, with the digest the audit log records.
+    // Components run here, as the skill's tools: they are not files a
+    // client installs.
+    assert!(
+        !uris.iter().any(|u| u.ends_with(".wasm")),
+        "components are served: {uris:?}"
+    );
+    // Every listed file reads back with the listed digest and size.
     for file in files {
         let read = client
             .peer()
@@ -166,18 +171,17 @@ async fn the_skills_extension_publishes_every_file_with_its_digest() {
         };
         file.verify(&bytes).unwrap_or_else(|e| panic!("{e}"));
     }
-    let text_wasm = files.iter().find(|f| f.uri.ends_with("text.wasm")).unwrap();
-    let inspected: serde_json::Value = serde_json::from_slice(
-        &Command::new(skillbox_bin())
-            .args(["inspect"])
-            .arg(repo().join("skills/log-inspect/tools/text.wasm"))
-            .envs(skillbox_e2e::hermetic_env())
-            .output()
-            .unwrap()
-            .stdout,
-    )
-    .unwrap();
-    assert_eq!(inspected["digest"], text_wasm.digest);
+    let component = client
+        .peer()
+        .read_resource(ReadResourceRequestParams::new(
+            "skill://log-inspect/tools/text.wasm",
+        ))
+        .await
+        .expect_err("a component is not served as a file");
+    assert!(
+        component.to_string().contains("component this server runs"),
+        "{component}"
+    );
 
     let listing = client
         .peer()

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use skillbox_e2e::{component, run};
+use skillbox_e2e::{Run, component, run};
 
 /// How skills-ref's verdict relates to ours for a case.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -475,7 +475,15 @@ fn check_exits_zero_for_the_bundled_skills_and_two_for_usage() {
         out.stderr
     );
     assert_eq!(run(&["skills", "check", "/no/such/folder"]).code, 2);
-    assert_eq!(run(&["skills", "check"]).code, 2);
+    // Without a path it checks the current folder, as `build` builds it.
+    let here: Run = skillbox_e2e::skillbox()
+        .args(["skills", "check"])
+        .current_dir(bundled.join("log-inspect"))
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(here.code, 0, "{here:?}");
+    here.stderr_says(&["checked 1 skill(s): 1 valid"]);
 }
 
 /// `python3 -m skills_ref.cli validate DIR`, if skills-ref is installed.

@@ -16,6 +16,7 @@ pub mod check;
 pub mod diagnostic;
 pub mod discover;
 pub mod files;
+pub mod fileset;
 // Only the MCP server reloads on change.
 #[cfg(feature = "mcp")]
 pub mod fingerprint;
