@@ -11,6 +11,10 @@ use super::Stats;
 use skillbox::unstable::sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
 
 pub struct PythonFigures {
+    /// `skillbox serve` with the bundled skills and a skill whose tool is
+    /// this component, and an empty compiled-code cache: spawn to the
+    /// first `tools/list` answer.
+    pub first_list_cold: Stats,
     /// A new `skillbox call` process, cache warm: spawn to exit.
     pub second_start: Stats,
     /// One call in a process that has the component loaded.
@@ -23,8 +27,62 @@ fn arguments() -> serde_json::Value {
     json!({"text": "the quick brown fox jumps over the lazy dog", "min-length": null})
 }
 
+/// A skills folder with one skill whose tool is `component`.
+fn python_skill(component: &Path) -> anyhow::Result<tempfile::TempDir> {
+    let dir = tempfile::tempdir()?;
+    let skill = dir.path().join("words");
+    std::fs::create_dir_all(skill.join("tools"))?;
+    std::fs::copy(component, skill.join("tools/wordcount.wasm"))?;
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: words\ndescription: Counts words in a text; use when asked how long a text is.\n---\nCall words__count-words.\n",
+    )?;
+    std::fs::write(
+        skill.join("skillbox.yaml"),
+        "tools:\n  - component: tools/wordcount.wasm\n    functions:\n      count-words:\n        description: Count the words of a text.\n        effect: read\n",
+    )?;
+    Ok(dir)
+}
+
+/// Spawn to the first `tools/list` answer, each time with an empty cache:
+/// the bundled skills and the Python tool's skill, every tool listed. The
+/// list must not wait for the Python component's compile.
+async fn first_list_cold(exe: &Path, component: &Path) -> anyhow::Result<Stats> {
+    use rmcp::ServiceExt;
+    let skills = python_skill(component)?;
+    let mut samples = Vec::new();
+    for _ in 0..3 {
+        let cache = tempfile::tempdir()?;
+        let mut cmd = tokio::process::Command::new(exe);
+        cmd.args([
+            "serve",
+            "--no-audit",
+            "--reload-ms",
+            "0",
+            "--tools",
+            "all",
+            "--skills",
+        ])
+        .arg(skills.path())
+        .env("SKILLBOX_CACHE_DIR", cache.path());
+        let started = Instant::now();
+        let (transport, _) = rmcp::transport::TokioChildProcess::builder(cmd)
+            .stderr(std::process::Stdio::null())
+            .spawn()?;
+        let client = ().serve(transport).await?;
+        let tools = client.peer().list_all_tools().await?;
+        samples.push(started.elapsed());
+        if !tools.iter().any(|t| t.name == "words__count-words") {
+            bail!("the Python tool was not listed");
+        }
+        client.cancel().await?;
+    }
+    Ok(Stats::of(samples))
+}
+
 pub async fn run(component: &Path, calls: usize) -> anyhow::Result<PythonFigures> {
     let exe = std::env::current_exe()?;
+    let first_list_cold = first_list_cold(&exe, component).await?;
     let call = || {
         std::process::Command::new(&exe)
             .args(["call", "--component"])
@@ -70,6 +128,7 @@ pub async fn run(component: &Path, calls: usize) -> anyhow::Result<PythonFigures
         samples.push(started.elapsed());
     }
     Ok(PythonFigures {
+        first_list_cold,
         second_start: Stats::of(starts),
         warm_call: Stats::of(samples),
     })
