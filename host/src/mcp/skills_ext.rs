@@ -134,13 +134,21 @@ pub async fn directory(
         skill.files.children(&path).map(|children| {
             children
                 .into_iter()
-                .filter(|(name, _)| {
+                .filter(|(name, is_dir)| {
                     let rel = if path.is_empty() {
                         name.clone()
                     } else {
                         format!("{path}/{name}")
                     };
-                    !skill.is_component(&rel)
+                    // A folder of components alone (`tools/`) holds nothing
+                    // that is served.
+                    let served = skill.served_files();
+                    if *is_dir {
+                        let prefix = format!("{rel}/");
+                        served.iter().any(|f| f.path.starts_with(&prefix))
+                    } else {
+                        !skill.is_component(&rel)
+                    }
                 })
                 .map(|(name, is_dir)| {
                     let rel = if path.is_empty() {
