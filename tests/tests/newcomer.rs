@@ -200,7 +200,15 @@ async fn a_skill_serves_its_files_not_its_build_or_what_git_ignores() {
         .await
         .unwrap();
     let names: Vec<&str> = listing.resources.iter().map(|r| r.name.as_str()).collect();
-    for hidden in ["target", "node_modules", "debug.log", "scratch", ".git"] {
+    // `tools/` holds the component alone, which is not served.
+    for hidden in [
+        "target",
+        "node_modules",
+        "debug.log",
+        "scratch",
+        ".git",
+        "tools",
+    ] {
         assert!(!names.contains(&hidden), "{hidden} listed: {names:?}");
     }
     client.cancel().await.unwrap();
