@@ -155,7 +155,9 @@ fn responses_are_bounded() {
     capped.extend(["--net-max-response-mib".into(), "1".into()]);
     let r = fetch(&format!("http://127.0.0.1:{port}/big"), &capped);
     assert_eq!(r.code, 1, "{r:?}");
-    r.stderr_says(&["network responses"]);
+    // The error names the flag that raises this cap, not another one.
+    r.stderr_says(&["network response limit", "--net-max-response-mib"]);
+    assert!(!r.stderr.contains("--max-output-bytes"), "{r:?}");
 
     // And on requests.
     let mut no_requests = target;

@@ -123,6 +123,61 @@ impl Guest for Testbed {
         std::env::vars().collect()
     }
 
+    fn write_at(path: String, offset: u64, data: String) -> Result<u64, String> {
+        use std::io::{Seek, SeekFrom};
+        let mut file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(io_error)?;
+        file.seek(SeekFrom::Start(offset)).map_err(io_error)?;
+        file.write_all(data.as_bytes()).map_err(io_error)?;
+        drop(file);
+        Ok(std::fs::metadata(&path).map_err(io_error)?.len())
+    }
+
+    fn set_len(path: String, size: u64) -> Result<(), String> {
+        std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .and_then(|f| f.set_len(size))
+            .map_err(io_error)
+    }
+
+    fn fs_steps(steps: Vec<String>) -> Vec<String> {
+        steps
+            .iter()
+            .map(|step| match fs_step(step) {
+                Ok(()) => "ok".to_string(),
+                Err(e) => e,
+            })
+            .collect()
+    }
+
+    fn fetch(url: String) -> Result<String, String> {
+        http_get(&url)
+    }
+
+    fn exfiltrate(key: String, url: String) -> String {
+        let secret = std::env::var(&key).unwrap_or_default();
+        let _ = http_get(&url.replace("{}", &secret));
+        "done".into()
+    }
+
+    fn fetch_then_fail(url: String, how: String) -> Result<String, String> {
+        let _ = http_get(&url);
+        match how.as_str() {
+            "trap" => panic!("crashing after the request"),
+            "spin" => loop {
+                black_box(());
+            },
+            _ => Err("failing after the request".into()),
+        }
+    }
+
     fn spin() -> u64 {
         let mut x = 0u64;
         loop {
@@ -243,3 +298,75 @@ impl Guest for Testbed {
 }
 
 export!(Testbed);
+
+fn fs_step(step: &str) -> Result<(), String> {
+    let mut words = step.splitn(3, ' ');
+    let (verb, a, b) = (words.next(), words.next(), words.next());
+    match (verb, a, b) {
+        (Some("mkdir"), Some(p), None) => std::fs::create_dir_all(p).map_err(io_error),
+        (Some("write"), Some(p), Some(text)) => std::fs::write(p, text).map_err(io_error),
+        (Some("rename"), Some(from), Some(to)) => std::fs::rename(from, to).map_err(io_error),
+        (Some("remove"), Some(p), None) => std::fs::remove_file(p).map_err(io_error),
+        (Some("symlink"), Some(target), Some(link)) => symlink(target, link),
+        _ => Err(format!("not a step: {step}")),
+    }
+}
+
+/// std has no stable symlink on WASI: make it through the preopen that
+/// holds `link`.
+fn symlink(target: &str, link: &str) -> Result<(), String> {
+    for (dir, root) in wasip2::filesystem::preopens::get_directories() {
+        let prefix = format!("{}/", root.trim_end_matches('/'));
+        if let Some(relative) = link.strip_prefix(&prefix) {
+            return dir
+                .symlink_at(target, relative)
+                .map_err(|code| format!("{code:?}"));
+        }
+    }
+    Err(format!("no preopen holds {link}"))
+}
+
+/// A GET over wasi:http: `STATUS first-bytes-of-the-body`, or the error.
+fn http_get(url: &str) -> Result<String, String> {
+    use wasip2::http::outgoing_handler;
+    use wasip2::http::types::{Fields, Method, OutgoingRequest, Scheme};
+    let (scheme, rest) = if let Some(rest) = url.strip_prefix("https://") {
+        (Scheme::Https, rest)
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        (Scheme::Http, rest)
+    } else {
+        return Err(format!("not an http(s) URL: {url}"));
+    };
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let request = OutgoingRequest::new(Fields::new());
+    let set = request.set_method(&Method::Get).is_ok()
+        && request.set_scheme(Some(&scheme)).is_ok()
+        && request.set_authority(Some(authority)).is_ok()
+        && request.set_path_with_query(Some(path)).is_ok();
+    if !set {
+        return Err(format!("not a valid host or path: {url}"));
+    }
+    let pending = outgoing_handler::handle(request, None).map_err(|e| format!("{e:?}"))?;
+    pending.subscribe().block();
+    let response = match pending.get() {
+        Some(Ok(Ok(response))) => response,
+        Some(Ok(Err(code))) => return Err(format!("{code:?}")),
+        _ => return Err("no response".into()),
+    };
+    let status = response.status();
+    let mut text = String::new();
+    if let Ok(body) = response.consume()
+        && let Ok(stream) = body.stream()
+    {
+        while text.len() < 256 {
+            match stream.blocking_read(256) {
+                Ok(chunk) if !chunk.is_empty() => text.push_str(&String::from_utf8_lossy(&chunk)),
+                _ => break,
+            }
+        }
+    }
+    Ok(format!("{status} {text}"))
+}

@@ -13,7 +13,7 @@ use super::host::{CallRecord, Host, json_size};
 use super::prepare::Prepared;
 use super::redact::Redactor;
 use super::request::{Access, CallReply, Caller, Outcome, SCRIPT_LABEL, Target};
-use crate::sandbox::{Grants, NetRequest, SandboxError, Usage};
+use crate::sandbox::{Grants, NetRequest, NetTrace, SandboxError, Usage};
 use crate::skill::Skill;
 use crate::skill::policy;
 
@@ -21,7 +21,6 @@ use crate::skill::policy;
 struct Ran {
     outcome: Outcome,
     usage: Usage,
-    network: Vec<NetRequest>,
     refusals: Vec<String>,
     stderr: String,
 }
@@ -155,6 +154,9 @@ impl Host {
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_str())),
         );
+        // The call's HTTP requests are logged here, outside the sandbox's
+        // future, so they are recorded whatever ends the call.
+        let net = NetTrace::default();
         let run = async {
             // A component still compiling is waited for before a call slot
             // is taken, and outside the call's own wall clock.
@@ -173,18 +175,18 @@ impl Host {
                         .expect("a tool target resolves a tool");
                     let out = self
                         .sandbox
-                        .call(
+                        .call_traced(
                             &component,
                             &tool.function,
                             &arguments,
                             &resolved.grants,
                             &limits,
+                            &net,
                         )
                         .await?;
                     Ok(Ran {
                         outcome: Outcome::Value(out.value),
                         usage: out.usage,
-                        network: out.network,
                         refusals: out.refusals,
                         stderr: out.stderr,
                     })
@@ -199,11 +201,10 @@ impl Host {
                     argv.extend(args);
                     let out = self
                         .sandbox
-                        .run_script(&component, argv, stdin, &resolved.grants, &limits)
+                        .run_script_traced(&component, argv, stdin, &resolved.grants, &limits, &net)
                         .await?;
                     let ran = Ran {
                         usage: out.usage,
-                        network: out.network.clone(),
                         refusals: out.refusals.clone(),
                         stderr: String::new(),
                         outcome: Outcome::Script(out),
@@ -217,11 +218,19 @@ impl Host {
             _ = cancel.cancelled() => Err(SandboxError::Cancelled),
             result = run => result,
         };
+        // Every request the guest sent, whatever ended the call, with any
+        // granted secret redacted from the host names it chose.
+        let network: Vec<NetRequest> = net
+            .log()
+            .requests
+            .iter()
+            .map(|r| redactor.request(r))
+            .collect();
         match &result {
-            Ok(ran) => self.record(&record, "ok", started, Some(ran.usage.fuel), &ran.network),
+            Ok(ran) => self.record(&record, "ok", started, Some(ran.usage.fuel), &network),
             Err(e) => {
                 self.metrics.sandbox_error(e.code());
-                self.record(&record, e.code(), started, None, &[]);
+                self.record(&record, e.code(), started, None, &network);
             }
         }
         match result {
@@ -232,7 +241,7 @@ impl Host {
                 tool: prepared.tool,
                 stderr: redactor.text(&ran.stderr),
                 usage: ran.usage,
-                network: ran.network,
+                network,
             }),
             Err(error) => Err(CallError::Sandbox {
                 error: redactor.error(error),

@@ -4,55 +4,77 @@
 //! before any caller sees it, so it cannot reach a model, a trace, a log or
 //! the terminal by way of a tool echoing it.
 //!
-//! This catches the value as given. A guest that transforms it first
-//! (encodes, splits, reverses) can still leak it: a granted secret is
-//! trusted to the skill it was given to, and only to that one.
+//! The value is caught as given, in any ASCII case, and in the encodings
+//! the host itself applies to what a guest sends (a host name is
+//! lowercased, a URL percent-encoded, an international name written in
+//! IDNA form): a guest cannot have the host transform the secret into a
+//! form that passes. Everything the host writes from guest-chosen data
+//! goes through here: results, notes, errors, the audit log's network
+//! entries and the embedding API's. A guest that transforms the value
+//! itself first (encodes, splits, reverses) can still leak it: a granted
+//! secret is trusted to the skill it was given to, and only to that one.
 
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
 use serde_json::Value;
 
-use crate::sandbox::SandboxError;
+use crate::sandbox::{NetRequest, SandboxError};
 
 /// Values shorter than this are not treated as secrets: redacting `1` or
 /// `on` everywhere would destroy output and protect nothing.
 pub const MIN_SECRET_CHARS: usize = 4;
 
-/// The secrets of one call, longest first so that a secret containing
-/// another is replaced whole.
+/// The secrets of one call, each in every form the host may write it in,
+/// longest first so that a secret containing another is replaced whole.
+/// Forms are matched ignoring ASCII case.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
-    secrets: Vec<(String, String)>,
+    /// `(key, form lowercased in ASCII)`.
+    forms: Vec<(String, String)>,
 }
 
 impl Redactor {
     /// From `(key, value)` pairs; short or empty values are skipped.
     pub fn new<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Self {
-        let mut secrets: Vec<(String, String)> = pairs
-            .into_iter()
-            .filter(|(_, v)| v.chars().count() >= MIN_SECRET_CHARS)
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        secrets.sort_by_key(|(_, v)| std::cmp::Reverse(v.len()));
-        Redactor { secrets }
+        let mut forms: Vec<(String, String)> = Vec::new();
+        for (key, value) in pairs {
+            if value.chars().count() < MIN_SECRET_CHARS {
+                continue;
+            }
+            for form in forms_of(value) {
+                let form = form.to_ascii_lowercase();
+                if !forms.iter().any(|(k, f)| k == key && *f == form) {
+                    forms.push((key.to_string(), form));
+                }
+            }
+        }
+        forms.sort_by_key(|(_, f)| std::cmp::Reverse(f.len()));
+        Redactor { forms }
     }
 
     pub fn is_empty(&self) -> bool {
-        self.secrets.is_empty()
+        self.forms.is_empty()
     }
 
     pub fn text(&self, text: &str) -> String {
         let mut out = text.to_string();
-        for (key, value) in &self.secrets {
-            if out.contains(value.as_str()) {
-                out = out.replace(value.as_str(), &format!("[redacted:{key}]"));
-            }
+        for (key, form) in &self.forms {
+            out = replace_ignoring_ascii_case(&out, form, &format!("[redacted:{key}]"));
         }
         out
     }
 
     fn in_place(&self, text: &mut String) {
-        if self.secrets.iter().any(|(_, v)| text.contains(v.as_str())) {
+        let lower = text.to_ascii_lowercase();
+        if self.forms.iter().any(|(_, f)| lower.contains(f.as_str())) {
             *text = self.text(text);
         }
+    }
+
+    /// A network request as the host records it, its host name redacted.
+    pub fn request(&self, request: &NetRequest) -> NetRequest {
+        let mut out = request.clone();
+        self.in_place(&mut out.host);
+        out
     }
 
     /// Every string in a JSON value, object keys included.
@@ -111,6 +133,46 @@ impl Redactor {
     }
 }
 
+/// A secret and the forms the host's own encoding may give it: lower and
+/// upper case (host names are lowercased), percent-encoded (URLs), and the
+/// IDNA form of an international name.
+fn forms_of(value: &str) -> Vec<String> {
+    let mut forms = vec![
+        value.to_string(),
+        value.to_lowercase(),
+        value.to_uppercase(),
+        utf8_percent_encode(value, NON_ALPHANUMERIC).to_string(),
+    ];
+    if !value.is_ascii()
+        && let Ok(ascii) = idna::domain_to_ascii(value)
+    {
+        forms.push(ascii);
+    }
+    forms.retain(|f| f.chars().count() >= MIN_SECRET_CHARS);
+    forms
+}
+
+/// `text` with every occurrence of `form` (lowercase ASCII) replaced,
+/// matched ignoring ASCII case; byte offsets are the same in both cases.
+fn replace_ignoring_ascii_case(text: &str, form: &str, with: &str) -> String {
+    let lower = text.to_ascii_lowercase();
+    if form.is_empty() || !lower.contains(form) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = 0;
+    for (at, _) in lower.match_indices(form) {
+        if at < rest {
+            continue;
+        }
+        out.push_str(&text[rest..at]);
+        out.push_str(with);
+        rest = at + form.len();
+    }
+    out.push_str(&text[rest..]);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -132,5 +194,33 @@ mod tests {
             stderr: "said s3cret-abc".into(),
         });
         assert!(!e.to_string().contains("s3cret-abc"), "{e}");
+    }
+
+    #[test]
+    fn the_forms_the_host_gives_a_secret_are_caught_too() {
+        let r = Redactor::new([("TOKEN", "S3cretToken"), ("NAME", "bücher-x")]);
+        for leaked in [
+            "denied: network access to s3crettoken.example:80",
+            "S3CRETTOKEN",
+            "sEcReT? no: s3CrEtToKeN",
+        ] {
+            let out = r.text(leaked);
+            assert!(!out.to_ascii_lowercase().contains("s3crettoken"), "{out}");
+            assert!(out.contains("[redacted:TOKEN]"), "{out}");
+        }
+        assert_eq!(
+            r.text("x xn--bcher-x-n2a.example"),
+            "x [redacted:NAME].example"
+        );
+        assert_eq!(r.text("b%C3%BCcher%2Dx"), "[redacted:NAME]");
+        let request = NetRequest {
+            host: "s3crettoken.evil.example".into(),
+            port: 80,
+            method: "GET".into(),
+            status: None,
+            bytes: 0,
+            outcome: "denied".into(),
+        };
+        assert_eq!(r.request(&request).host, "[redacted:TOKEN].evil.example");
     }
 }

@@ -9,7 +9,7 @@ use wasmtime_wasi::I32Exit;
 use wasmtime_wasi::p2::bindings::CommandPre;
 
 use super::component::{LoadedComponent, root_message};
-use super::egress::{NetLog, NetRequest};
+use super::egress::{NetLog, NetRequest, NetTrace};
 use super::engine::{EPOCH_TICK, SandboxEngine};
 use super::error::SandboxError;
 use super::grants::Grants;
@@ -64,6 +64,7 @@ pub(crate) async fn call_function(
     args: &Value,
     grants: &Grants,
     limits: &Limits,
+    net: NetTrace,
 ) -> Result<CallOutcome, SandboxError> {
     let func =
         component
@@ -76,7 +77,7 @@ pub(crate) async fn call_function(
     // Validation happens here, before any guest code runs.
     let params = args_from_json(&func.params, args)?;
 
-    let io = CallIo::new(limits);
+    let io = CallIo::new(limits, net);
     let mut store = new_store(&engine.engine, &engine.scratch, grants, limits, &io)?;
     let started = Instant::now();
     let result_ty = func.result.clone();
@@ -98,13 +99,15 @@ pub(crate) async fn call_function(
     let raw = with_deadline(limits, run).await;
     let usage = usage(&store, limits, started);
     let net = store.data().net_log();
-    let result = raw.map_err(|e| network_cause(classify(e, limits, &io), &net, limits))?;
+    let refusals = store.data().refusals();
+    let result =
+        raw.map_err(|e| refusal_cause(classify(e, limits, &io), &net, &refusals, limits))?;
     check_streams(&io)?;
     check_network(&net, limits)?;
 
     let value = match (&result_ty, result) {
         (Some(ty), Some(val)) => {
-            unwrap_result(ty, &val).map_err(|e| network_cause(e, &net, limits))?
+            unwrap_result(ty, &val).map_err(|e| refusal_cause(e, &net, &refusals, limits))?
         }
         _ => Value::Null,
     };
@@ -121,7 +124,7 @@ pub(crate) async fn call_function(
         stderr: io.stderr.text(),
         usage,
         network: net.requests,
-        refusals: net.refusals,
+        refusals,
     })
 }
 
@@ -132,6 +135,7 @@ pub(crate) async fn run_command(
     stdin: Vec<u8>,
     grants: &Grants,
     limits: &Limits,
+    net: NetTrace,
 ) -> Result<ScriptOutcome, SandboxError> {
     if !component.exports.is_command {
         return Err(SandboxError::Load(
@@ -142,7 +146,7 @@ pub(crate) async fn run_command(
     }
     let command =
         CommandPre::new(component.pre.clone()).map_err(|e| SandboxError::Load(root_message(&e)))?;
-    let mut io = CallIo::new(limits);
+    let mut io = CallIo::new(limits, net);
     io.args = argv;
     io.stdin = stdin;
     let mut store = new_store(&engine.engine, &engine.scratch, grants, limits, &io)?;
@@ -154,12 +158,16 @@ pub(crate) async fn run_command(
     let raw = with_deadline(limits, run).await;
     let usage = usage(&store, limits, started);
     let net = store.data().net_log();
+    let refusals = store.data().refusals();
     let exit_code = match raw {
         Ok(Ok(())) => 0,
         Ok(Err(())) => 1,
         Err(e) => match e.downcast_ref::<I32Exit>() {
             Some(exit) => exit.0,
-            None => return Err(network_cause(classify(e, limits, &io), &net, limits)),
+            None => {
+                let error = classify(e, limits, &io);
+                return Err(refusal_cause(error, &net, &refusals, limits));
+            }
         },
     };
     check_streams(&io)?;
@@ -170,7 +178,7 @@ pub(crate) async fn run_command(
         stderr: io.stderr.text(),
         usage,
         network: net.requests,
-        refusals: net.refusals,
+        refusals,
     })
 }
 
@@ -197,16 +205,20 @@ fn usage(store: &Store<CallState>, limits: &Limits, started: Instant) -> Usage {
     }
 }
 
-/// A guest that failed after one of its requests was refused failed
-/// because of the refusal: say so, as the typed error it is.
-fn network_cause(error: SandboxError, net: &NetLog, limits: &Limits) -> SandboxError {
+/// A guest that failed after a request or a change of its was refused
+/// failed because of the refusal: say so, as the typed error it is.
+fn refusal_cause(
+    error: SandboxError,
+    net: &NetLog,
+    refusals: &[String],
+    limits: &Limits,
+) -> SandboxError {
     if net.overflowed {
-        return SandboxError::OutputLimit {
-            stream: "network responses",
-            limit: usize::try_from(limits.net_response_bytes).unwrap_or(usize::MAX),
+        return SandboxError::ResponseLimit {
+            limit_bytes: limits.net_response_bytes,
         };
     }
-    match (&error, net.refusals.first()) {
+    match (&error, refusals.first()) {
         (SandboxError::ToolError { .. } | SandboxError::Trap { .. }, Some(why)) => {
             SandboxError::Denied { what: why.clone() }
         }
@@ -217,9 +229,8 @@ fn network_cause(error: SandboxError, net: &NetLog, limits: &Limits) -> SandboxE
 /// A guest may swallow a failed read of a response; the cap still counts.
 fn check_network(net: &NetLog, limits: &Limits) -> Result<(), SandboxError> {
     if net.overflowed {
-        return Err(SandboxError::OutputLimit {
-            stream: "network responses",
-            limit: usize::try_from(limits.net_response_bytes).unwrap_or(usize::MAX),
+        return Err(SandboxError::ResponseLimit {
+            limit_bytes: limits.net_response_bytes,
         });
     }
     Ok(())

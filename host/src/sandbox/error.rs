@@ -70,6 +70,18 @@ pub enum SandboxError {
         limit: usize,
     },
 
+    #[error(
+        "network response limit: the tool received more than {} MiB of HTTP response bodies in \
+         this call and was stopped. Ask for less (a smaller page, fewer requests); if the work \
+         is legitimate, the user can raise the cap (--net-max-response-mib).",
+        limit_bytes.div_ceil(1024 * 1024)
+    )]
+    /// The guest received more HTTP response bytes than one call may.
+    ResponseLimit {
+        /// The cap, in bytes.
+        limit_bytes: u64,
+    },
+
     #[error("{}", quota_message(*mount, *what, *limit))]
     /// The guest went over a write quota of its `/tmp` or the workspace.
     Quota {
@@ -110,7 +122,7 @@ pub enum SandboxError {
         stderr: String,
     },
 
-    #[error("denied: {what}. Only the user can grant this, when starting skillbox.")]
+    #[error("denied: {what}.")]
     /// The guest asked for something not granted.
     Denied {
         /// What it asked for.
@@ -148,6 +160,7 @@ impl SandboxError {
             SandboxError::MemoryLimit { .. } => "memory_limit",
             SandboxError::StackOverflow => "stack_overflow",
             SandboxError::OutputLimit { .. } => "output_limit",
+            SandboxError::ResponseLimit { .. } => "response_limit",
             SandboxError::Quota { .. } => "quota",
             SandboxError::InvalidArguments(_) => "invalid_arguments",
             SandboxError::ToolError { .. } => "tool_error",

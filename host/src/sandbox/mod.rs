@@ -16,12 +16,12 @@ mod component;
 mod egress;
 mod engine;
 mod error;
+mod fsguard;
 mod grants;
 mod limits;
 mod mount;
 mod output;
 mod pending;
-mod quota;
 mod scratch;
 mod store;
 
@@ -37,7 +37,7 @@ use tokio::sync::Semaphore;
 pub use cache::{DEFAULT_CACHE_MAX_BYTES, DiskCache};
 pub use call::{CallOutcome, ScriptOutcome, Usage};
 pub use component::{CompileOrigin, LoadedComponent, header_problem};
-pub use egress::{NetRequest, NetRule};
+pub use egress::{NetRequest, NetRule, NetTrace};
 pub use engine::{EngineError, EngineOptions, MAX_MEMORY_BYTES, POOL_INSTANCES};
 pub use error::SandboxError;
 pub use grants::{Grants, PinnedDir, WorkspaceGrant};
@@ -229,8 +229,40 @@ impl Sandbox {
         grants: &Grants,
         limits: &Limits,
     ) -> Result<CallOutcome, SandboxError> {
+        self.call_traced(
+            component,
+            function,
+            args,
+            grants,
+            limits,
+            &NetTrace::default(),
+        )
+        .await
+    }
+
+    /// [`Sandbox::call`], logging its HTTP requests to `net`, which the
+    /// caller keeps: whatever the outcome (a trap, a timeout, a dropped
+    /// future), what the guest sent is there.
+    pub async fn call_traced(
+        &self,
+        component: &LoadedComponent,
+        function: &str,
+        args: &Value,
+        grants: &Grants,
+        limits: &Limits,
+        net: &NetTrace,
+    ) -> Result<CallOutcome, SandboxError> {
         let _slot = self.slot().await?;
-        call::call_function(&self.engine, component, function, args, grants, limits).await
+        call::call_function(
+            &self.engine,
+            component,
+            function,
+            args,
+            grants,
+            limits,
+            net.clone(),
+        )
+        .await
     }
 
     /// Runs a command component with `argv` (`argv[0]` is the program name)
@@ -243,8 +275,31 @@ impl Sandbox {
         grants: &Grants,
         limits: &Limits,
     ) -> Result<ScriptOutcome, SandboxError> {
+        self.run_script_traced(component, argv, stdin, grants, limits, &NetTrace::default())
+            .await
+    }
+
+    /// [`Sandbox::run_script`], logging its HTTP requests to `net`.
+    pub async fn run_script_traced(
+        &self,
+        component: &LoadedComponent,
+        argv: Vec<String>,
+        stdin: Vec<u8>,
+        grants: &Grants,
+        limits: &Limits,
+        net: &NetTrace,
+    ) -> Result<ScriptOutcome, SandboxError> {
         let _slot = self.slot().await?;
-        call::run_command(&self.engine, component, argv, stdin, grants, limits).await
+        call::run_command(
+            &self.engine,
+            component,
+            argv,
+            stdin,
+            grants,
+            limits,
+            net.clone(),
+        )
+        .await
     }
 
     async fn slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, SandboxError> {

@@ -15,12 +15,12 @@ use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
-use super::egress::{Egress, NetLimits, NetLog};
+use super::egress::{Egress, NetLimits, NetLog, NetTrace};
 use super::error::SandboxError;
+use super::fsguard::{FsGuard, GuardedFs, QuotaLimits};
 use super::grants::{Grants, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT};
 use super::limits::Limits;
 use super::output::CappedPipe;
-use super::quota::{FsQuota, QuotaLimits, QuotaState};
 use super::scratch::{ScratchLease, ScratchPool};
 
 /// Raised by the limiter when the guest asks for more memory than allowed.
@@ -116,7 +116,7 @@ pub struct CallState {
     http: WasiHttpCtx,
     pub(crate) egress: Egress,
     pub(crate) table: ResourceTable,
-    pub(crate) quota: FsQuota,
+    pub(crate) fs: FsGuard,
     limiter: CallLimiter,
     deadline: Instant,
     _scratch: ScratchLease,
@@ -126,6 +126,14 @@ impl CallState {
     /// What the call did on the network so far.
     pub fn net_log(&self) -> NetLog {
         self.egress.log()
+    }
+
+    /// Everything the call was refused although it went on: network
+    /// requests, then changes to protected folders.
+    pub fn refusals(&self) -> Vec<String> {
+        let mut out = self.egress.log().refusals;
+        out.extend(self.fs.refusals().iter().cloned());
+        out
     }
 }
 
@@ -139,9 +147,9 @@ impl WasiHttpView for CallState {
     }
 }
 
-impl QuotaState for CallState {
-    fn quota(&mut self) -> &mut FsQuota {
-        &mut self.quota
+impl GuardedFs for CallState {
+    fn fs_guard(&mut self) -> &mut FsGuard {
+        &mut self.fs
     }
 }
 
@@ -161,15 +169,18 @@ pub struct CallIo {
     pub stdin: Vec<u8>,
     pub stdout: CappedPipe,
     pub stderr: CappedPipe,
+    /// Where the call's HTTP requests are logged.
+    pub net: NetTrace,
 }
 
 impl CallIo {
-    pub fn new(limits: &Limits) -> Self {
+    pub fn new(limits: &Limits, net: NetTrace) -> Self {
         CallIo {
             args: Vec::new(),
             stdin: Vec::new(),
             stdout: CappedPipe::new("stdout", limits.output_bytes),
             stderr: CappedPipe::new("stderr", limits.output_bytes),
+            net,
         }
     }
 }
@@ -238,13 +249,14 @@ pub fn new_store(
         },
         deadline,
         grants.skill_name.as_deref(),
+        &io.net,
     );
     let state = CallState {
         wasi: wasi.build(),
         http: WasiHttpCtx::new(),
         egress,
         table: ResourceTable::new(),
-        quota: FsQuota::new(
+        fs: FsGuard::new(
             QuotaLimits {
                 bytes: limits.scratch_bytes,
                 entries: limits.scratch_entries,

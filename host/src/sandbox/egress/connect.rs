@@ -15,8 +15,8 @@ use hyper_util::rt::TokioIo;
 use tokio::net::TcpStream;
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody};
 
+use super::address::is_internal;
 use super::admission::{Admitted, NetLog, lock};
-use super::rule::is_internal;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(30);

@@ -4,9 +4,11 @@
 //! decides before any connection is made:
 //! - the request's `host:port` must match a rule the call was granted (the
 //!   skill requested it *and* the user gave it; see `skill::policy`);
-//! - the addresses it resolves to must not be loopback, private, link-local
-//!   or other internal ranges, unless the rule names that address itself, so
-//!   DNS rebinding cannot turn a public name into the host's own network;
+//! - the addresses it resolves to must not be in a block the IANA
+//!   special-purpose registries mark not globally reachable (loopback,
+//!   private, link-local, …, and IPv6 forms carrying such an IPv4 address:
+//!   `address.rs`), unless the rule names that address itself, so DNS
+//!   rebinding cannot turn a public name into the host's own network;
 //! - a call has a cap on requests and on response bytes, and every wait is
 //!   bounded by the call's own deadline.
 //!
@@ -15,6 +17,7 @@
 //! record; a refusal is remembered so the host can report it as `Denied`.
 //! `wasi:sockets` stays disabled: this is the only way out.
 
+mod address;
 mod admission;
 mod connect;
 mod rule;
@@ -30,6 +33,19 @@ pub use rule::NetRule;
 use admission::{Admission, lock};
 use connect::SendResult;
 
+/// What one call does on the network, kept by whoever started the call:
+/// it outlives the call's store, so a call that fails, traps, times out or
+/// is cancelled still reports every request it sent.
+#[derive(Debug, Clone, Default)]
+pub struct NetTrace(Arc<Mutex<NetLog>>);
+
+impl NetTrace {
+    /// The requests so far, and why any were refused.
+    pub fn log(&self) -> NetLog {
+        lock(&self.0).clone()
+    }
+}
+
 /// The `wasi:http` hooks of one call.
 pub struct Egress {
     admission: Admission,
@@ -43,6 +59,7 @@ impl Egress {
         limits: NetLimits,
         deadline: Instant,
         skill: Option<&str>,
+        trace: &NetTrace,
     ) -> Self {
         Egress {
             admission: Admission {
@@ -51,7 +68,7 @@ impl Egress {
                 grant_prefix: skill.map_or_else(String::new, |s| format!("{s}:")),
             },
             deadline,
-            log: Arc::new(Mutex::new(NetLog::default())),
+            log: trace.0.clone(),
         }
     }
 

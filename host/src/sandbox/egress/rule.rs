@@ -1,4 +1,4 @@
-//! What a grant names (`host[:port]`), and which addresses are internal.
+//! What a grant names: `host[:port]`.
 
 use std::net::IpAddr;
 use std::str::FromStr;
@@ -81,36 +81,6 @@ impl FromStr for NetRule {
     }
 }
 
-/// Whether `ip` is on the host's own or a private network: loopback,
-/// private, carrier-grade NAT, link-local (cloud metadata lives there),
-/// unique-local, multicast, unspecified or broadcast.
-pub fn is_internal(ip: IpAddr) -> bool {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || a == 0
-                || (a == 100 && (64..128).contains(&b))
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_internal(IpAddr::V4(v4));
-            }
-            let first = v6.segments()[0];
-            v6.is_loopback()
-                || v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xfe00) == 0xfc00
-                || (first & 0xffc0) == 0xfe80
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -128,28 +98,6 @@ mod tests {
         assert_eq!(v6.to_string(), "[::1]:8080");
         for bad in ["", ":80", "a b", "host:0", "host:99999", "[::1", "x/y"] {
             assert!(bad.parse::<NetRule>().is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn internal_ranges_are_recognised() {
-        for ip in [
-            "127.0.0.1",
-            "10.1.2.3",
-            "172.16.0.1",
-            "192.168.1.1",
-            "169.254.169.254",
-            "100.64.0.1",
-            "0.0.0.0",
-            "::1",
-            "fc00::1",
-            "fe80::1",
-            "::ffff:127.0.0.1",
-        ] {
-            assert!(is_internal(ip.parse().unwrap()), "{ip}");
-        }
-        for ip in ["93.184.216.34", "1.1.1.1", "2606:4700::1111"] {
-            assert!(!is_internal(ip.parse().unwrap()), "{ip}");
         }
     }
 }
