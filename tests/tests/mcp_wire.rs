@@ -29,7 +29,12 @@ struct Raw {
 
 impl Raw {
     fn start() -> Raw {
+        Raw::start_with(&[])
+    }
+
+    fn start_with(args: &[&str]) -> Raw {
         let mut child = serve(&["--no-audit"])
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -69,6 +74,43 @@ impl Drop for Raw {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+#[test]
+fn a_duplicate_in_flight_request_id_is_an_invalid_request() {
+    let kit = skillbox_e2e::testkit_skills();
+    let mut raw = Raw::start_with(&["--skills", kit.path().to_str().unwrap(), "--tools", "all"]);
+    raw.send(json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}
+    }}).to_string().as_bytes());
+    assert_eq!(raw.reply()["id"], 1);
+    raw.send(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    let slow = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "testkit__sleep-ms", "arguments": {"ms": 3000}}});
+    raw.send(slow.to_string().as_bytes());
+    let again = json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+        "params": {"name": "testkit__noop", "arguments": {}}});
+    raw.send(again.to_string().as_bytes());
+    // The reused id is refused at once; the first request is answered.
+    let refused = raw.reply();
+    assert_eq!(refused["id"], 5, "{refused}");
+    assert_eq!(refused["error"]["code"], -32600, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("still being answered")
+    );
+    let first = (0..3)
+        .map(|_| raw.reply())
+        .find(|r| r["id"] == 5)
+        .expect("the first request's reply");
+    assert!(first.get("result").is_some(), "{first}");
+    // Once answered, the id may be used again.
+    raw.send(again.to_string().as_bytes());
+    let reused = raw.reply();
+    assert_eq!(reused["id"], 5, "{reused}");
+    assert!(reused.get("result").is_some(), "{reused}");
 }
 
 /// A server process, killed and reaped when dropped.

@@ -161,6 +161,15 @@ impl ServerBuilder {
         self
     }
 
+    /// How long a person has to answer a confirmation (at least a
+    /// second): an elicitation on a session, or the `requestState` a
+    /// stateless client retries with, which is good once and only until
+    /// then. The default is [`crate::mcp::DEFAULT_CONFIRM_TIMEOUT`].
+    pub fn confirm_timeout(mut self, timeout: Duration) -> Self {
+        self.options.confirm_timeout = timeout.max(Duration::from_secs(1));
+        self
+    }
+
     /// Builds the server. Fails only when the system's random source
     /// cannot seed the key that seals confirmation state.
     pub fn build(self) -> std::io::Result<Server> {

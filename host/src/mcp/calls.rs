@@ -31,21 +31,23 @@ impl ProgressSink {
 /// itself on every request.
 const CLIENT_INFO_META_KEY: &str = "io.modelcontextprotocol/clientInfo";
 
-/// The client's name and version, for the audit log: from the request's
-/// `_meta` (stateless clients name themselves per request), else from the
-/// session's `initialize`.
+/// The client's name and version, for the audit log: from the session's
+/// `initialize`, else from the request's `_meta` (stateless clients name
+/// themselves per request).
 pub fn client_name(context: &RequestContext<RoleServer>) -> Option<String> {
-    let from_meta = context.meta.get(CLIENT_INFO_META_KEY).and_then(|info| {
-        let name = info.get("name")?.as_str()?;
-        let version = info.get("version").and_then(|v| v.as_str()).unwrap_or("");
-        Some(format!("{name} {version}").trim_end().to_string())
-    });
-    let name = from_meta.or_else(|| {
-        context
-            .peer
-            .peer_info()
-            .map(|info| format!("{} {}", info.client_info.name, info.client_info.version))
-    })?;
+    let name = match super::peer::session(context) {
+        Some(session) => format!(
+            "{} {}",
+            session.client_info.name, session.client_info.version
+        ),
+        None => {
+            let info = context.meta.get(CLIENT_INFO_META_KEY)?;
+            let name = info.get("name")?.as_str()?;
+            let version = info.get("version").and_then(|v| v.as_str()).unwrap_or("");
+            format!("{name} {version}")
+        }
+    };
+    let name = name.trim_end();
     // Client-chosen text: kept short in every audit line.
     Some(name[..name.floor_char_boundary(MAX_CLIENT_NAME)].to_string())
 }

@@ -4,9 +4,16 @@
 //! client answers by sending the call again with `inputResponses` and the
 //! `requestState` it was given.
 //!
-//! The `requestState` names the question's digest and is sealed with an
-//! HMAC under a key only this process holds, so a client cannot answer a
-//! question it was never asked, nor carry one call's approval to another.
+//! The `requestState` is sealed with an HMAC under a key only this process
+//! holds. It names the question's digest (the tool, its arguments, the
+//! component's digest and the grants), a fresh nonce and an expiry, and the
+//! seal also covers the principal that was asked. So an answer counts only
+//! for the call it was asked about, only from the client it was asked of,
+//! only once, and only until the confirmation timeout.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -20,6 +27,7 @@ use serde_json::{Value, json};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
+use super::peer;
 use crate::call::{Approval, Question};
 
 /// The key of the confirmation in `inputRequests` / `inputResponses`.
@@ -28,9 +36,9 @@ pub const CONFIRM_KEY: &str = "confirm";
 /// The field of the form the user fills in.
 pub const APPROVE_FIELD: &str = "approve";
 
-/// How long a person has to answer on a session before the call is
-/// refused as unconfirmed.
-const ANSWER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(300);
+/// How long a person has to answer, on a session or by a stateless retry,
+/// before the call is refused as unconfirmed.
+pub const DEFAULT_CONFIRM_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What asking produced.
 pub enum Asked {
@@ -42,82 +50,167 @@ pub enum Asked {
     CannotAsk,
 }
 
-/// Seals and opens `requestState` values.
+/// Seals and opens `requestState` values, and remembers which were spent.
 pub struct StateSeal {
     key: [u8; 32],
+    timeout: Duration,
+    /// Nonces of answers already used, with their expiry (Unix seconds);
+    /// an entry is dropped once its state could not be opened anyway.
+    spent: Mutex<HashMap<String, u64>>,
 }
 
+/// What a sealed state names.
+struct Sealed<'a> {
+    nonce: &'a str,
+    expires: u64,
+    digest: &'a str,
+}
+
+const STATE_VERSION: &str = "v2";
+
 impl StateSeal {
-    pub fn new() -> std::io::Result<Self> {
+    pub fn new(timeout: Duration) -> std::io::Result<Self> {
         let mut key = [0u8; 32];
         std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut key)?;
-        Ok(StateSeal { key })
+        Ok(StateSeal {
+            key,
+            timeout,
+            spent: Mutex::new(HashMap::new()),
+        })
     }
 
-    fn tag(&self, digest: &str) -> Vec<u8> {
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    fn tag(&self, sealed: &Sealed<'_>, principal: &str) -> Vec<u8> {
         let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key");
-        mac.update(b"skillbox confirm v1\0");
-        mac.update(digest.as_bytes());
+        for part in [
+            "skillbox confirm v2",
+            sealed.nonce,
+            &sealed.expires.to_string(),
+            principal,
+            sealed.digest,
+        ] {
+            mac.update(part.as_bytes());
+            mac.update(b"\0");
+        }
         mac.finalize().into_bytes().to_vec()
     }
 
-    fn seal(&self, digest: &str) -> String {
-        format!("{digest}.{}", URL_SAFE_NO_PAD.encode(self.tag(digest)))
+    fn seal(&self, digest: &str, principal: &str) -> std::io::Result<String> {
+        let mut nonce = [0u8; 16];
+        std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut nonce)?;
+        let nonce = URL_SAFE_NO_PAD.encode(nonce);
+        let sealed = Sealed {
+            nonce: &nonce,
+            expires: unix_now() + self.timeout.as_secs(),
+            digest,
+        };
+        let tag = URL_SAFE_NO_PAD.encode(self.tag(&sealed, principal));
+        Ok(format!(
+            "{STATE_VERSION}.{nonce}.{}.{digest}.{tag}",
+            sealed.expires
+        ))
     }
 
-    /// The digest a state names, if this process sealed it.
-    fn open<'a>(&self, state: &'a str) -> Option<&'a str> {
-        let (digest, tag) = state.rsplit_once('.')?;
+    /// Whether `state` answers the question with `digest`: this process
+    /// sealed it for `principal` and that question, it has not expired,
+    /// and it was not used before. Opening it uses it up.
+    fn open(&self, state: &str, principal: &str, digest: &str) -> bool {
+        self.open_inner(state, principal, digest).is_some()
+    }
+
+    fn open_inner(&self, state: &str, principal: &str, expected: &str) -> Option<()> {
+        let mut parts = state.splitn(5, '.');
+        let (version, nonce, expires, digest, tag) = (
+            parts.next()?,
+            parts.next()?,
+            parts.next()?.parse().ok()?,
+            parts.next()?,
+            parts.next()?,
+        );
+        let sealed = Sealed {
+            nonce,
+            expires,
+            digest,
+        };
         let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
-        bool::from(self.tag(digest).ct_eq(&tag)).then_some(digest)
+        let genuine = version == STATE_VERSION
+            && digest == expected
+            && bool::from(self.tag(&sealed, principal).ct_eq(&tag));
+        let now = unix_now();
+        if !genuine || expires < now {
+            return None;
+        }
+        let mut spent = self.spent.lock().unwrap_or_else(|e| e.into_inner());
+        spent.retain(|_, until| *until >= now);
+        spent
+            .insert(nonce.to_string(), expires)
+            .is_none()
+            .then_some(())
     }
 }
 
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Whom a confirmation was asked of: the OAuth subject or the client's
+/// address over HTTP; over stdio, the one client there is.
+fn asked_of(context: &RequestContext<RoleServer>) -> String {
+    peer::principal(context).unwrap_or_else(|| "stdio".into())
+}
+
 /// The answer a retried stateless request carries, if it answers a question
-/// this server asked about this very call.
+/// this server asked this client about this very call, and the client
+/// declared it can ask its user at all.
 pub fn answer_in(
     seal: &StateSeal,
     question: &Question,
+    context: &RequestContext<RoleServer>,
     responses: Option<&InputResponses>,
     state: Option<&str>,
 ) -> Option<Approval> {
-    let digest = seal.open(state?)?;
-    if digest != question.digest {
+    if !peer::stateless(context) || !peer::can_elicit(context) {
         return None;
     }
     let response: ElicitResult =
         serde_json::from_value(responses?.get(CONFIRM_KEY)?.clone()).ok()?;
-    Some(approval_of(&response, &question.digest))
+    seal.open(state?, &asked_of(context), &question.digest)
+        .then(|| approval_of(&response, &question.digest))
 }
 
 /// Asks the client behind `context` to confirm `question`.
 pub async fn ask(
     seal: &StateSeal,
     question: &Question,
-    stateless: bool,
     context: &RequestContext<RoleServer>,
 ) -> Asked {
-    let can_elicit = context
-        .client_capabilities()
-        .is_some_and(|caps| caps.elicitation.is_some());
-    if !can_elicit {
+    if !peer::can_elicit(context) {
         return Asked::CannotAsk;
     }
     let params = form(question);
-    if stateless {
+    if peer::stateless(context) {
+        let state = match seal.seal(&question.digest, &asked_of(context)) {
+            Ok(state) => state,
+            Err(error) => {
+                tracing::warn!("cannot seal a confirmation: {error}");
+                return Asked::CannotAsk;
+            }
+        };
         let mut requests = InputRequests::new();
         requests.insert(
             CONFIRM_KEY.to_string(),
             InputRequest::Elicitation(ElicitRequest::new(params)),
         );
-        return Asked::InputRequired(InputRequiredResult::new(
-            Some(requests),
-            Some(seal.seal(&question.digest)),
-        ));
+        return Asked::InputRequired(InputRequiredResult::new(Some(requests), Some(state)));
     }
     match context
         .peer
-        .create_elicitation_with_timeout(params, Some(ANSWER_TIMEOUT))
+        .create_elicitation_with_timeout(params, Some(seal.timeout()))
         .await
     {
         Ok(response) => Asked::Answer(approval_of(&response, &question.digest)),
@@ -172,54 +265,61 @@ fn form(question: &Question) -> ElicitRequestParams {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sandbox::SideEffect;
 
-    fn question(arguments: Value) -> Question {
-        Question::new(
-            "files__delete".into(),
-            SideEffect::Destructive,
-            arguments,
-            "/tmp (scratch)".into(),
-            "sha256:00",
-        )
-    }
+    const DIGEST: &str = "sha256:00ab";
 
-    fn accept(approve: bool) -> InputResponses {
-        let mut responses = InputResponses::new();
-        responses.insert(
-            CONFIRM_KEY.into(),
-            json!({"action": "accept", "content": {APPROVE_FIELD: approve}}),
+    #[test]
+    fn a_state_opens_once_for_the_principal_it_was_sealed_for() {
+        let seal = StateSeal::new(Duration::from_secs(60)).unwrap();
+        let state = seal.seal(DIGEST, "ip:127.0.0.1").unwrap();
+        assert!(
+            !seal.open(&state, "ip:127.0.0.2", DIGEST),
+            "another principal"
         );
-        responses
+        assert!(
+            !seal.open(&state, "ip:127.0.0.1", "sha256:00ac"),
+            "another call"
+        );
+        assert!(seal.open(&state, "ip:127.0.0.1", DIGEST));
+        assert!(!seal.open(&state, "ip:127.0.0.1", DIGEST), "a replay");
+
+        let other = seal.seal(DIGEST, "sub:alice").unwrap();
+        let forged = other.replace("sha256:00ab", "sha256:00ac");
+        assert!(
+            !seal.open(&forged, "sub:alice", "sha256:00ac"),
+            "a digest edited"
+        );
+        let elsewhere = StateSeal::new(Duration::from_secs(60))
+            .unwrap()
+            .seal(DIGEST, "sub:alice")
+            .unwrap();
+        assert!(
+            !seal.open(&elsewhere, "sub:alice", DIGEST),
+            "another process"
+        );
+        assert!(seal.open(&other, "sub:alice", DIGEST));
     }
 
     #[test]
-    fn an_answer_counts_only_for_the_question_it_was_sealed_for() {
-        let seal = StateSeal::new().unwrap();
-        let asked = question(json!({"path": "a"}));
-        let state = seal.seal(&asked.digest);
-        assert_eq!(
-            answer_in(&seal, &asked, Some(&accept(true)), Some(&state)),
-            Some(Approval::Approved(asked.digest.clone()))
+    fn a_state_expires() {
+        let seal = StateSeal::new(Duration::ZERO).unwrap();
+        let state = seal.seal(DIGEST, "stdio").unwrap();
+        let (head, tag) = state.rsplit_once('.').unwrap();
+        let mut parts: Vec<&str> = head.split('.').collect();
+        let past = (unix_now() - 10).to_string();
+        parts[2] = &past;
+        let moved = format!("{}.{tag}", parts.join("."));
+        assert!(
+            !seal.open(&moved, "stdio", DIGEST),
+            "an expiry moved by hand"
         );
-        assert_eq!(
-            answer_in(&seal, &asked, Some(&accept(false)), Some(&state)),
-            Some(Approval::Declined(asked.digest.clone()))
-        );
-        let other = question(json!({"path": "b"}));
-        assert_eq!(
-            answer_in(&seal, &other, Some(&accept(true)), Some(&state)),
-            None
-        );
-        let forged = format!("{}.AAAA", asked.digest);
-        assert_eq!(
-            answer_in(&seal, &asked, Some(&accept(true)), Some(&forged)),
-            None
-        );
-        let elsewhere = StateSeal::new().unwrap().seal(&asked.digest);
-        assert_eq!(
-            answer_in(&seal, &asked, Some(&accept(true)), Some(&elsewhere)),
-            None
-        );
+        let old = Sealed {
+            nonce: "n",
+            expires: unix_now() - 1,
+            digest: DIGEST,
+        };
+        let tag = URL_SAFE_NO_PAD.encode(seal.tag(&old, "stdio"));
+        let expired = format!("v2.n.{}.{DIGEST}.{tag}", old.expires);
+        assert!(!seal.open(&expired, "stdio", DIGEST), "expired");
     }
 }

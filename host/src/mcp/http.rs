@@ -12,11 +12,14 @@ use std::time::Duration;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio_util::sync::CancellationToken;
 
-use super::http_guard::{BearerToken, CappedListener, CappedSessions, ClientAddr, require_bearer};
+use super::http_guard::{BearerToken, CappedSessions, require_bearer};
+use super::http_listener::{CappedListener, ClientAddr, ConnectionCaps, LANE_WAIT, Lane, Place};
+use super::http_streams::StreamGuard;
 use super::oauth::{self, Verifier};
 use super::server::Shared;
 use super::session::Session;
 use super::{lifecycle, ops};
+use axum::response::IntoResponse;
 
 /// How the HTTP endpoint is exposed. Start from [`HttpOptions::new`]: a
 /// loopback address needs nothing else.
@@ -38,8 +41,17 @@ pub struct HttpOptions {
     pub oauth: Option<Arc<Verifier>>,
     /// Serve a non-loopback address without authentication anyway.
     pub insecure_no_auth: bool,
-    /// Connections open at once.
+    /// Connections served at once. Past it, and past a client's share,
+    /// a connection is answered only on `/healthz` and `/readyz`.
     pub max_connections: usize,
+    /// Connections one address may hold (behind a proxy, every client has
+    /// the proxy's address: raise it to `max_connections` there).
+    pub max_connections_per_client: usize,
+    /// Standalone event streams (`GET /mcp`) one principal may hold; a
+    /// session holds at most one.
+    pub max_streams_per_client: usize,
+    /// A standalone stream that sent only keep-alives this long is ended.
+    pub stream_idle_timeout: Duration,
     /// 2025-11-25 sessions open at once.
     pub max_sessions: usize,
     /// On shutdown, how long requests in flight get to finish before they
@@ -67,7 +79,10 @@ impl HttpOptions {
             auth: None,
             oauth: None,
             insecure_no_auth: false,
-            max_connections: super::http_guard::DEFAULT_MAX_CONNECTIONS,
+            max_connections: super::http_listener::DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_client: super::http_listener::DEFAULT_MAX_CONNECTIONS / 2,
+            max_streams_per_client: super::http_streams::DEFAULT_MAX_STREAMS_PER_CLIENT,
+            stream_idle_timeout: super::http_streams::STREAM_IDLE_TIMEOUT,
             max_sessions: super::http_guard::DEFAULT_MAX_SESSIONS,
             shutdown_grace: DEFAULT_SHUTDOWN_GRACE,
         }
@@ -139,14 +154,22 @@ pub async fn serve(
     // Requests are cancelled only when the drain's grace is over, not when
     // shutdown begins.
     let cut_off = CancellationToken::new();
-    let router = router(server.clone(), &bound_options, cut_off.clone());
-    let listener = CappedListener::new(listener, bound_options.max_connections);
+    let full = router(server.clone(), &bound_options, cut_off.clone());
+    let routers = Routers {
+        probe_lane: probe_lane(server.clone(), &bound_options, full.clone()),
+        full,
+    };
+    let caps = ConnectionCaps {
+        max: bound_options.max_connections,
+        per_address: bound_options.max_connections_per_client,
+    };
+    let listener = CappedListener::new(listener, caps);
     let drain = Drain {
         server,
         grace: bound_options.shutdown_grace,
         cut_off,
     };
-    let task = tokio::spawn(serve_connections(listener, router, shutdown, drain));
+    let task = tokio::spawn(serve_connections(listener, routers, shutdown, drain));
     Ok((bound, task))
 }
 
@@ -185,9 +208,17 @@ pub fn router(
         sessions.clone(),
         config(bound_options, cut_off),
     );
+    let streams = StreamGuard::new(
+        bound_options.max_streams_per_client,
+        bound_options.stream_idle_timeout,
+    );
     let mut router = axum::Router::new()
         .nest_service("/mcp", service)
         .layer(axum::middleware::from_fn(session_ended_is_200))
+        .layer(axum::middleware::from_fn(sessions_keep_their_revision))
+        .layer(axum::middleware::from_fn(move |request, next| {
+            super::http_streams::cap_streams(streams.clone(), request, next)
+        }))
         .merge(ops::metrics(server.clone(), sessions));
     if let Some(token) = bound_options.auth.clone() {
         router = router.layer(axum::middleware::from_fn(move |request, next| {
@@ -232,6 +263,82 @@ pub fn router(
         .merge(ops::probes(server))
 }
 
+/// What a connection on the probe lane is served: the probes at once;
+/// anything else once a full place frees up (then by `full`), or the
+/// reason it was turned away.
+fn probe_lane(server: Arc<Shared>, options: &HttpOptions, full: axum::Router) -> axum::Router {
+    use tower::ServiceExt;
+    let hint = format!(
+        "--max-connections {}, --max-connections-per-client {}",
+        options.max_connections, options.max_connections_per_client
+    );
+    ops::probes(server).fallback(move |request: axum::extract::Request| {
+        let (full, hint) = (full.clone(), hint.clone());
+        async move {
+            let place = request.extensions().get::<Arc<Place>>().cloned();
+            let promoted = match place {
+                Some(place) => place.promote(LANE_WAIT).await,
+                None => Err(Lane::ProbesOnlyListenerFull),
+            };
+            if let Err(lane) = promoted {
+                let (status, body) = super::http_listener::turned_away(lane, &hint);
+                let headers = [
+                    (http::header::CONTENT_TYPE, "application/json"),
+                    (http::header::RETRY_AFTER, "1"),
+                ];
+                return (status, headers, body).into_response();
+            }
+            match full.oneshot(request).await {
+                Ok(response) => response,
+                Err(never) => match never {},
+            }
+        }
+    })
+}
+
+/// The routers a connection may be served with, by lane.
+struct Routers {
+    full: axum::Router,
+    probe_lane: axum::Router,
+}
+
+/// A request that names a session (`Mcp-Session-Id`, which only 2025-11-25
+/// has) but says it speaks a stateless revision is refused: the MCP library
+/// would serve it outside the session, without the session's rules (such
+/// as loading a skill before its tools run). A session's revision is the
+/// one its `initialize` chose.
+async fn sessions_keep_their_revision(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let headers = request.headers();
+    let stateless_in_a_session = headers.contains_key("mcp-session-id")
+        && headers
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(super::peer::is_stateless_revision);
+    if !stateless_in_a_session {
+        return next.run(request).await;
+    }
+    let body = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {
+            "code": -32600,
+            "message": "Invalid Request: this request names a session (Mcp-Session-Id), and a \
+                session speaks the revision its initialize chose (2025-11-25). Send it with \
+                MCP-Protocol-Version: 2025-11-25, or as a stateless request without \
+                Mcp-Session-Id."
+        }
+    });
+    (
+        http::StatusCode::BAD_REQUEST,
+        [(http::header::CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
 /// A session ended with `DELETE /mcp` is answered 200, as the official
 /// SDKs' servers answer it (the Python SDK accepts only 200 or 204 and
 /// warns on every close otherwise); the MCP library answers 202.
@@ -273,7 +380,7 @@ const CLOSE_AFTER_CUT_OFF: Duration = Duration::from_secs(2);
 /// synced to disk.
 async fn serve_connections(
     mut listener: CappedListener,
-    router: axum::Router,
+    routers: Routers,
     shutdown: CancellationToken,
     drain: Drain,
 ) {
@@ -282,17 +389,26 @@ async fn serve_connections(
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(hyper_util::rt::TokioTimer::new())
         .header_read_timeout(HEADER_READ_TIMEOUT);
+    // A probe-lane connection answers one request and closes.
+    let mut once = http.clone();
+    once.keep_alive(false);
     loop {
         let (stream, addr) = tokio::select! {
             accepted = listener.accept() => accepted,
             () = shutdown.cancelled() => break,
         };
+        let place = stream.place();
+        let (router, builder) = match place.lane() {
+            Lane::Full => (&routers.full, &http),
+            _ => (&routers.probe_lane, &once),
+        };
         let service = router
             .clone()
+            .layer(axum::Extension(place))
             .layer(axum::Extension(axum::extract::ConnectInfo(ClientAddr(
                 addr,
             ))));
-        let connection = http.serve_connection(
+        let connection = builder.serve_connection(
             hyper_util::rt::TokioIo::new(stream),
             hyper_util::service::TowerToHyperService::new(service),
         );

@@ -1,14 +1,9 @@
-//! What stands in front of the HTTP endpoint: bearer-token authentication,
-//! a cap on open connections, a deadline for a new connection's first
-//! bytes, and a cap on sessions, so idle or half-open connections and
-//! session floods cannot pile up and starve real clients.
+//! What stands in front of the HTTP endpoint besides the connection caps
+//! (`http_listener.rs`) and the stream caps (`http_streams.rs`):
+//! bearer-token authentication, and a cap on sessions, so a session flood
+//! cannot grow memory without bound.
 
-use std::io;
-use std::net::SocketAddr;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::http::{Request, Response, StatusCode, header};
@@ -21,14 +16,6 @@ use rmcp::transport::streamable_http_server::session::local::{
 };
 use rmcp::transport::streamable_http_server::{SessionId, SessionManager};
 use subtle::ConstantTimeEq;
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
-/// Connections open at once by default; more wait to be accepted.
-pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
-/// How long a new connection may take to send its first bytes.
-pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The bearer token every request must carry, compared in constant time.
 #[derive(Clone)]
@@ -115,117 +102,6 @@ pub async fn require_bearer(
             r#"{"error":"unauthorized: this MCP endpoint needs Authorization: Bearer <token>, the token the server was started with (--auth-token-file)"}"#,
         ))
         .expect("a static response")
-}
-
-/// The address a connection came from, in each request's extensions as
-/// `ConnectInfo<ClientAddr>`.
-#[derive(Debug, Clone, Copy)]
-pub struct ClientAddr(pub SocketAddr);
-
-/// A listener that keeps at most `max` connections open: the next one is
-/// accepted only when one closes.
-pub struct CappedListener {
-    inner: TcpListener,
-    slots: Arc<Semaphore>,
-}
-
-impl CappedListener {
-    pub fn new(inner: TcpListener, max: usize) -> Self {
-        CappedListener {
-            inner,
-            slots: Arc::new(Semaphore::new(max.max(1))),
-        }
-    }
-}
-
-impl axum::serve::Listener for CappedListener {
-    type Io = GuardedStream;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (GuardedStream, SocketAddr) {
-        let permit = self
-            .slots
-            .clone()
-            .acquire_owned()
-            .await
-            .expect("the semaphore is never closed");
-        loop {
-            match self.inner.accept().await {
-                Ok((stream, addr)) => {
-                    let _ = stream.set_nodelay(true);
-                    return (GuardedStream::new(stream, permit), addr);
-                }
-                // Out of file descriptors and the like: wait, then retry.
-                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
-            }
-        }
-    }
-
-    fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
-    }
-}
-
-/// A connection that holds its slot until it closes, and is dropped if it
-/// sends nothing within [`FIRST_BYTE_TIMEOUT`].
-pub struct GuardedStream {
-    stream: TcpStream,
-    _slot: OwnedSemaphorePermit,
-    first_byte: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl GuardedStream {
-    fn new(stream: TcpStream, slot: OwnedSemaphorePermit) -> Self {
-        GuardedStream {
-            stream,
-            _slot: slot,
-            first_byte: Some(Box::pin(tokio::time::sleep(FIRST_BYTE_TIMEOUT))),
-        }
-    }
-}
-
-impl AsyncRead for GuardedStream {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let polled = Pin::new(&mut self.stream).poll_read(cx, buf);
-        match &polled {
-            Poll::Ready(Ok(())) if buf.filled().len() > before => self.first_byte = None,
-            Poll::Pending => {
-                if let Some(deadline) = self.first_byte.as_mut()
-                    && deadline.as_mut().poll(cx).is_ready()
-                {
-                    return Poll::Ready(Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "the client sent nothing in time",
-                    )));
-                }
-            }
-            _ => {}
-        }
-        polled
-    }
-}
-
-impl AsyncWrite for GuardedStream {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
-    }
 }
 
 /// Sessions (2025-11-25) open at once by default.

@@ -20,11 +20,18 @@ pub(crate) mod http;
 #[cfg(feature = "http")]
 pub(crate) mod http_guard;
 #[cfg(feature = "http")]
+pub(crate) mod http_listener;
+#[cfg(feature = "http")]
+pub(crate) mod http_principal;
+#[cfg(feature = "http")]
+pub(crate) mod http_streams;
+#[cfg(feature = "http")]
 mod lifecycle;
 #[cfg(feature = "http")]
 pub(crate) mod oauth;
 #[cfg(feature = "http")]
 pub(crate) mod ops;
+mod peer;
 pub(crate) mod prompts;
 pub(crate) mod reload;
 pub(crate) mod resources;
@@ -36,12 +43,17 @@ pub(crate) mod stdio;
 pub(crate) mod tasks;
 
 pub use api::{Server, ServerBuilder};
+pub use confirm::DEFAULT_CONFIRM_TIMEOUT;
 #[cfg(feature = "http")]
 pub use http::{
     AddrError, DEFAULT_MAX_BODY_BYTES, DEFAULT_SHUTDOWN_GRACE, HttpOptions, parse_addr,
 };
 #[cfg(feature = "http")]
-pub use http_guard::{BearerToken, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_SESSIONS, TokenFileError};
+pub use http_guard::{BearerToken, DEFAULT_MAX_SESSIONS, TokenFileError};
+#[cfg(feature = "http")]
+pub use http_listener::DEFAULT_MAX_CONNECTIONS;
+#[cfg(feature = "http")]
+pub use http_streams::{DEFAULT_MAX_STREAMS_PER_CLIENT, STREAM_IDLE_TIMEOUT};
 #[cfg(feature = "http")]
 pub use oauth::{DocumentError, OAuthOptions, OAuthStartError, Verifier as OAuthVerifier};
 pub use results::DEFAULT_OUTPUT_BUDGET;

@@ -57,6 +57,9 @@ pub struct ServeOptions {
     pub max_tasks: usize,
     /// Tokens the resident catalog (load_skill's description) may take.
     pub catalog_budget: usize,
+    /// How long a person has to answer a confirmation, and how long a
+    /// stateless client's answer stays good.
+    pub confirm_timeout: Duration,
 }
 
 pub struct Shared {
@@ -86,7 +89,7 @@ impl Shared {
     pub fn new(host: Arc<Host>, options: ServeOptions) -> std::io::Result<Self> {
         Ok(Shared {
             tasks: Tasks::new(options.task_after, options.task_ttl, options.max_tasks),
-            seal: StateSeal::new()?,
+            seal: StateSeal::new(options.confirm_timeout)?,
             host,
             options,
             peers: Mutex::new(Vec::new()),
@@ -155,6 +158,7 @@ impl Default for ServeOptions {
             task_ttl: super::tasks::DEFAULT_TASK_TTL,
             max_tasks: super::tasks::DEFAULT_MAX_TASKS,
             catalog_budget: crate::skill::resident::DEFAULT_BUDGET_TOKENS,
+            confirm_timeout: super::confirm::DEFAULT_CONFIRM_TIMEOUT,
         }
     }
 }

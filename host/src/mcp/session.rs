@@ -28,36 +28,8 @@ use crate::call::{Access, CallError, CallReply, Caller, Outcome, Target};
 use crate::skill::Skill;
 use crate::skill::resident::FIND_SKILLS;
 
-/// The first revision whose tool list must not vary per connection.
-const STATELESS_REVISION: &str = "2026-07-28";
-
-/// Whether the request speaks the stateless revision (or later).
-pub(super) fn stateless(context: &RequestContext<RoleServer>) -> bool {
-    context
-        .protocol_version()
-        .is_some_and(|v| v.as_str() >= STATELESS_REVISION)
-}
-
-/// Who is calling, for the per-client share of call slots: the subject of
-/// a verified OAuth token, else the client's network address. Over stdio
-/// there is one client and no share.
-#[cfg(feature = "http")]
-fn principal(context: &RequestContext<RoleServer>) -> Option<String> {
-    let parts = context.extensions.get::<http::request::Parts>()?;
-    if let Some(subject) = parts.extensions.get::<super::oauth::Subject>() {
-        return Some(format!("sub:{}", subject.0));
-    }
-    parts
-        .extensions
-        .get::<axum::extract::ConnectInfo<super::http_guard::ClientAddr>>()
-        .map(|info| format!("ip:{}", info.0.0.ip()))
-}
-
-/// Without the HTTP transport every client is a byte stream's one client.
-#[cfg(not(feature = "http"))]
-fn principal(_context: &RequestContext<RoleServer>) -> Option<String> {
-    None
-}
+use super::peer::principal;
+pub(super) use super::peer::stateless;
 
 /// Severity rank of a logging level, lowest first.
 fn level_rank(level: LoggingLevel) -> u8 {
@@ -208,12 +180,13 @@ impl Session {
             let answered = confirm::answer_in(
                 seal,
                 &question,
+                context,
                 request.input_responses.as_ref(),
                 request.request_state.as_deref(),
             );
             caller.approval = match answered {
                 Some(approval) => approval,
-                None => match confirm::ask(seal, &question, stateless(context), context).await {
+                None => match confirm::ask(seal, &question, context).await {
                     Asked::Answer(approval) => approval,
                     Asked::InputRequired(result) => return Ok(result.into()),
                     Asked::CannotAsk => caller.approval,
@@ -232,9 +205,7 @@ impl Session {
                 session.reply(reply, &context).await
             }
         };
-        let may_promote = context
-            .client_capabilities()
-            .is_some_and(|caps| caps.supports_tasks());
+        let may_promote = super::peer::takes_task(context);
         self.server
             .tasks
             .run_or_promote(

@@ -212,11 +212,12 @@ impl Pending {
         self.ids.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Notes what an incoming message asks for or gives up on.
-    fn note(&self, message: &ClientJsonRpcMessage) {
+    /// Notes what an incoming message asks for or gives up on; a request
+    /// whose id is still in flight is refused with the id it reused.
+    fn note(&self, message: &ClientJsonRpcMessage) -> Result<(), RequestId> {
         match message {
-            JsonRpcMessage::Request(request) => {
-                self.lock().insert(request.id.clone());
+            JsonRpcMessage::Request(request) if !self.lock().insert(request.id.clone()) => {
+                return Err(request.id.clone());
             }
             // The server sends no reply to a cancelled request, so it is no
             // longer waited for.
@@ -229,6 +230,7 @@ impl Pending {
             }
             _ => {}
         }
+        Ok(())
     }
 
     fn answer(&self, id: &RequestId) {
@@ -271,8 +273,16 @@ impl Reader {
                     return None;
                 }
                 let message = parse(text)?;
-                if let Inbound::Message(m) = &message {
-                    self.pending.note(m);
+                if let Inbound::Message(m) = &message
+                    && let Err(id) = self.pending.note(m)
+                {
+                    return Some(error_reply(
+                        -32600,
+                        serde_json::to_value(&id).ok(),
+                        format!(
+                            "Invalid Request: id {id} belongs to a request still being answered; give each request an id of its own"
+                        ),
+                    ));
                 }
                 Some(message)
             }

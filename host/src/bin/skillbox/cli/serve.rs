@@ -29,6 +29,10 @@ pub struct ServeArgs {
     /// a client that cannot ask gets an error and nothing runs.
     #[arg(long, value_parser = one_of::<ConfirmPolicy>(ConfirmPolicy::NAMES), default_value = "destructive")]
     confirm: ConfirmPolicy,
+    /// How long a person has to answer a confirmation, in seconds; a
+    /// stateless client's answer is good once, and only this long.
+    #[arg(long, value_name = "SECS", default_value_t = skillbox::mcp::DEFAULT_CONFIRM_TIMEOUT.as_secs())]
+    confirm_timeout_secs: u64,
     /// A call still running after this many milliseconds becomes a task
     /// (for clients that declare the tasks extension); 0 makes every
     /// skill tool call and script run a task.
@@ -85,9 +89,23 @@ pub struct ServeArgs {
     /// anyone who reaches it runs the skills with your grants).
     #[arg(long)]
     insecure_no_auth: bool,
-    /// HTTP connections open at once; more wait to be accepted.
+    /// HTTP connections served at once. Past it (or past a client's
+    /// share), a connection is answered only on /healthz and /readyz.
     #[arg(long, value_name = "N", default_value_t = skillbox::mcp::DEFAULT_MAX_CONNECTIONS)]
     max_connections: usize,
+    /// HTTP connections one address may hold (default: half of
+    /// --max-connections). Behind a proxy every client has the proxy's
+    /// address: set it to --max-connections there.
+    #[arg(long, value_name = "N")]
+    max_connections_per_client: Option<usize>,
+    /// Event streams (GET /mcp) one client (an OAuth subject, else an
+    /// address) may hold open; a session holds at most one.
+    #[arg(long, value_name = "N", default_value_t = skillbox::mcp::DEFAULT_MAX_STREAMS_PER_CLIENT)]
+    max_streams_per_client: usize,
+    /// An event stream that sent only keep-alives for this many seconds
+    /// is ended (clients reconnect when they want events again).
+    #[arg(long, value_name = "SECS", default_value_t = skillbox::mcp::STREAM_IDLE_TIMEOUT.as_secs())]
+    stream_idle_secs: u64,
     /// HTTP sessions (2025-11-25 clients) open at once; idle ones end after five minutes.
     #[arg(long, value_name = "N", default_value_t = skillbox::mcp::DEFAULT_MAX_SESSIONS)]
     max_sessions: usize,
@@ -146,6 +164,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
                 args.max_tasks,
             )
             .catalog_budget(args.catalog_budget)
+            .confirm_timeout(Duration::from_secs(args.confirm_timeout_secs))
             .build()
             .map_err(|e| CliError::Other(e.into()))?;
         let show_banner = args.banner || std::io::stderr().is_terminal();
@@ -164,6 +183,12 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
         options.max_body_bytes = args.max_body_bytes;
         options.insecure_no_auth = args.insecure_no_auth;
         options.max_connections = args.max_connections;
+        options.max_connections_per_client = args
+            .max_connections_per_client
+            .unwrap_or(args.max_connections / 2)
+            .max(1);
+        options.max_streams_per_client = args.max_streams_per_client;
+        options.stream_idle_timeout = Duration::from_secs(args.stream_idle_secs.max(1));
         options.max_sessions = args.max_sessions;
         options.shutdown_grace = Duration::from_secs(args.shutdown_grace);
         options.auth = args
