@@ -32,34 +32,55 @@ fn main() {
     }
 
     println!("cargo:rerun-if-env-changed=SKILLBOX_REQUIRE_FOREIGN");
-    let foreign = match run(&repo, "scripts/build-foreign") {
-        Ok(()) => repo.join("target/foreign").display().to_string(),
+    let foreign = optional(
+        &repo,
+        "scripts/build-foreign",
+        "target/foreign",
+        "the Python and JavaScript component tests",
+    );
+    println!("cargo:rustc-env=SKILLBOX_E2E_FOREIGN={foreign}");
+    let runtimes = optional(
+        &repo,
+        "scripts/build-runtimes",
+        "target/runtimes",
+        "the Python script tests",
+    );
+    println!("cargo:rustc-env=SKILLBOX_E2E_RUNTIMES={runtimes}");
+}
+
+/// Runs a build that needs a toolchain the machine may lack: its output
+/// folder, or empty (the tests that need it skip) when the toolchain is
+/// missing and `SKILLBOX_REQUIRE_FOREIGN` is unset.
+fn optional(repo: &Path, script: &'static str, out: &str, tests: &str) -> String {
+    match run(repo, script) {
+        Ok(()) => repo.join(out).display().to_string(),
         Err(why)
             if why.code == Some(3) && std::env::var_os("SKILLBOX_REQUIRE_FOREIGN").is_none() =>
         {
-            println!(
-                "cargo:warning=the Python and JavaScript component tests will skip: {}",
-                why.stderr.trim()
-            );
+            println!("cargo:warning={tests} will skip: {}", why.stderr.trim());
             // Run again on the next build, so installing the toolchain is
             // noticed without touching a source.
             println!(
                 "cargo:rerun-if-changed={}",
-                repo.join("target/foreign/.missing-toolchain").display()
+                repo.join(out).join(".missing-toolchain").display()
             );
             String::new()
         }
         Err(why) => fail(&why),
-    };
-    println!("cargo:rustc-env=SKILLBOX_E2E_FOREIGN={foreign}");
+    }
 }
 
 /// The inputs of both guest builds.
 fn watch_sources(repo: &Path) {
-    for script in ["scripts/build-guests", "scripts/build-foreign"] {
+    for script in [
+        "scripts/build-guests",
+        "scripts/build-foreign",
+        "scripts/build-runtimes",
+    ] {
         println!("cargo:rerun-if-changed={}", repo.join(script).display());
     }
     println!("cargo:rerun-if-changed={}", repo.join("wit").display());
+    println!("cargo:rerun-if-changed={}", repo.join("runtimes").display());
     let guests = repo.join("guest-tools");
     let entries = std::fs::read_dir(&guests).expect("guest-tools/ is readable");
     for entry in entries.flatten() {

@@ -1,0 +1,244 @@
+"""The Python runtime's entry point: runs one script as `python SCRIPT` would.
+
+argv is `python SCRIPT [ARGS...]`, SCRIPT a path under /skill. The script's
+own folder comes first on sys.path, then the skill's root (for
+`python -m scripts.x` style imports), then /packages when the user
+prepared pure-Python requirements for the skill. The working folder is
+/workspace when one is granted, else /tmp.
+
+When a script fails for a reason the sandbox decides (a module it cannot
+have, a process, a thread, a socket, a path outside its mounts), a line
+starting with `skillbox:` after the traceback says why and what to do.
+"""
+
+import io
+import os
+import runpy
+import sys
+import traceback
+
+import stdlib_bundle
+
+stdlib_bundle.install()
+# Modules scripts commonly import, imported now, at build time: each run
+# starts from the snapshot with them initialized, instead of executing
+# them again. Nothing here reads the clock, the environment or random
+# state at import (random, tempfile, uuid and secrets stay out: their
+# seeds would be baked into the snapshot).
+import argparse, base64, collections, csv, dataclasses, datetime, fnmatch, functools  # noqa: E401,F401
+import glob, hashlib, html, itertools, json, math, pathlib, re, shutil, statistics  # noqa: E401,F401
+import string, struct, textwrap, typing, unicodedata, urllib.parse, zipfile  # noqa: E401,F401
+import xml.dom.minidom, xml.etree.ElementTree  # noqa: E401,F401
+from componentize_py_types import Err
+from wit_world import exports
+from wit_world.imports import environment
+from wit_world.imports import exit as wasi_exit
+
+SKILL = "/skill"
+PACKAGES = "/packages"
+WORKSPACE = "/workspace"
+SCRATCH = "/tmp"
+
+# Parts of CPython this WebAssembly build does not have.
+MISSING_FROM_PYTHON = {
+    "ssl", "_ssl", "_hashlib", "ctypes", "_ctypes", "bz2", "_bz2", "lzma", "_lzma",
+    "readline", "curses", "_curses", "tkinter", "_tkinter", "multiprocessing",
+    "_multiprocessing", "_posixsubprocess", "fcntl", "termios", "pty", "resource",
+}
+# Popular packages that are compiled code, so no pure-Python wheel exists.
+C_EXTENSION_PACKAGES = {
+    "numpy", "pandas", "scipy", "lxml", "PIL", "cv2", "torch", "sklearn", "matplotlib",
+    "pydantic_core", "cryptography", "psycopg2", "grpc", "_cffi_backend", "regex",
+    "orjson", "ujson", "markupsafe", "_yaml",
+}
+PROCESS_FUNCTIONS = {
+    "system", "popen", "fork", "forkpty", "execv", "execve", "execvp", "execl",
+    "execlp", "spawnv", "spawnl", "posix_spawn", "posix_spawnp", "wait", "waitpid", "kill",
+}
+
+
+def _stdio():
+    # The snapshot's streams are text wrappers over raw files, which drop
+    # what a short write leaves (a print over 64 KiB loses its tail).
+    def wrap(fd):
+        raw = io.FileIO(fd, "r" if fd == 0 else "w", closefd=False)
+        buffered = io.BufferedReader(raw) if fd == 0 else io.BufferedWriter(raw)
+        return io.TextIOWrapper(
+            buffered,
+            encoding="utf-8",
+            errors="backslashreplace" if fd == 2 else "strict",
+            line_buffering=fd == 2,
+        )
+
+    sys.stdin, sys.stdout, sys.stderr = wrap(0), wrap(1), wrap(2)
+
+
+def _has_c_extension(top):
+    for folder in sys.path:
+        candidates = [os.path.join(folder, top)]
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue
+        for name in names:
+            if name.startswith(top + ".") and name.endswith((".so", ".pyd")):
+                return True
+        for candidate in candidates:
+            if os.path.isdir(candidate):
+                for _, _, files in os.walk(candidate):
+                    if any(f.endswith((".so", ".pyd")) for f in files):
+                        return True
+    return False
+
+
+def _frames(error):
+    return [frame.filename for frame in traceback.extract_tb(error.__traceback__)]
+
+
+def hint(error):
+    """Why the sandbox made this fail and what to do, or None."""
+    frames = _frames(error)
+    if isinstance(error, ModuleNotFoundError) and error.name:
+        top = error.name.split(".")[0]
+        if top in MISSING_FROM_PYTHON or error.name in MISSING_FROM_PYTHON:
+            return (
+                f"module `{error.name}` is part of Python but not of the WebAssembly build this "
+                "sandbox runs (it has no OpenSSL, ctypes, bz2, lzma, curses, processes). The "
+                "script cannot use it here; do that step another way."
+            )
+        if top in C_EXTENSION_PACKAGES or _has_c_extension(top):
+            return (
+                f"`{top}` is compiled (C-extension) code, which this sandbox cannot load: only "
+                "pure-Python packages run here. Use a pure-Python alternative, or a WebAssembly "
+                "tool of the skill."
+            )
+        return (
+            f"module `{top}` is not installed for this skill, and a script never downloads. "
+            "If a pure-Python package on PyPI provides it, the user can install it once with "
+            f"`skillbox prepare SKILL --with PACKAGE==VERSION` (or list it in the skill's "
+            "requirements.txt or in skillbox.yaml under python.requires)."
+        )
+    no_process = (
+        "this sandbox runs no processes (WebAssembly has none): subprocess, os.system and "
+        "os.exec* are not available, and neither is a shell. Do the step in Python, or with "
+        "a tool of the skill."
+    )
+    if any(f.endswith("subprocess.py") for f in frames):
+        return no_process
+    if isinstance(error, AttributeError) and error.name in PROCESS_FUNCTIONS:
+        return no_process
+    if isinstance(error, NotImplementedError) and "multiprocessing" in str(error):
+        return no_process
+    if isinstance(error, RuntimeError) and "thread" in str(error):
+        return (
+            "this sandbox runs one thread: threading and concurrent.futures thread pools "
+            "cannot start threads. Do the work in sequence."
+        )
+    no_socket_names = isinstance(error, AttributeError) and (error.name or "").startswith(
+        ("AF_", "SOCK_", "socketpair")
+    )
+    if no_socket_names or isinstance(error, OSError) and any(
+        f.endswith(("socket.py", "client.py", "request.py", "connection.py")) for f in frames
+    ):
+        return (
+            "scripts get no network sockets in this sandbox (socket, urllib, http.client and "
+            "requests all need them). Use the skill's tools for network access."
+        )
+    if isinstance(error, OSError) and isinstance(error.filename, str):
+        path = os.path.abspath(error.filename)
+        mounts = [SKILL, SCRATCH] + [m for m in (WORKSPACE, PACKAGES) if os.path.isdir(m)]
+        if not any(path == m or path.startswith(m + "/") for m in mounts):
+            return (
+                f"`{error.filename}` is outside what this script may see: /skill (the skill, "
+                "read-only), /tmp (its own scratch folder)"
+                + (", /workspace" if os.path.isdir(WORKSPACE) else "; no workspace was granted")
+                + "."
+            )
+        if isinstance(error, PermissionError) or error.errno in (30, 63, 76):
+            if path == SKILL or path.startswith(SKILL + "/"):
+                return "/skill is read-only: write to /tmp, or to /workspace when granted."
+            if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
+                return (
+                    "/workspace is read-only for this script. A skill's scripts may write "
+                    "there only when its skillbox.yaml asks (grants: {workspace: write}) "
+                    "and the user allows it (--allow-write); otherwise write to /tmp and "
+                    "print the result."
+                )
+    return None
+
+
+_RUNTIME_FOLDER = os.path.dirname(__file__) + "/"
+
+
+def _script_frames(summary):
+    # The runtime's own frames (this runner, the bundled importer, runpy)
+    # are not the script's concern.
+    summary.stack = traceback.StackSummary.from_list(
+        [
+            frame
+            for frame in summary.stack
+            if not frame.filename.startswith(_RUNTIME_FOLDER)
+            and not frame.filename.startswith("<frozen runpy")
+        ]
+    )
+    for chained in (summary.__cause__, summary.__context__):
+        if chained is not None:
+            _script_frames(chained)
+
+
+def _print_traceback(error):
+    summary = traceback.TracebackException.from_exception(error)
+    _script_frames(summary)
+    sys.stderr.write("".join(summary.format()))
+
+
+def _exit_code(error):
+    code = error.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF
+    print(code, file=sys.stderr)
+    return 1
+
+
+def _run_script(args):
+    script = os.path.abspath(args[0])
+    sys.argv = [args[0]] + list(args[1:])
+    sys.path[:0] = [os.path.dirname(script), SKILL] + ([PACKAGES] if os.path.isdir(PACKAGES) else [])
+    runpy.run_path(script, run_name="__main__")
+
+
+class Run(exports.Run):
+    def run(self) -> None:
+        _stdio()
+        stdlib_bundle.install()
+        argv = environment.get_arguments()
+        # What pre-initialization baked in at build time is refreshed.
+        os.environ.clear()
+        os.environ.update(dict(environment.get_environment()))
+        sys.path_importer_cache.clear()
+        sys.dont_write_bytecode = True
+        os.chdir(WORKSPACE if os.path.isdir(WORKSPACE) else SCRATCH)
+        if len(argv) < 2:
+            print("usage: python SCRIPT [ARGS...]", file=sys.stderr)
+            raise Err(None)
+        code = 0
+        try:
+            _run_script(argv[1:])
+        except SystemExit as error:
+            code = _exit_code(error)
+        except BaseException as error:
+            _print_traceback(error)
+            why = hint(error)
+            if why:
+                print(f"skillbox: {why}", file=sys.stderr)
+            code = 1
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                try:
+                    stream.flush()
+                except Exception:
+                    pass
+        if code != 0:
+            wasi_exit.exit_with_code(code)
