@@ -75,6 +75,7 @@ mod embed;
 pub mod mcp;
 #[cfg(any(feature = "http", feature = "agent"))]
 mod net;
+mod runtime;
 mod sandbox;
 mod schema;
 mod skill;
@@ -116,6 +117,11 @@ pub mod unstable {
         pub mod redact {
             pub use crate::call::redact::Redactor;
         }
+    }
+    /// The script runtimes: Python, and the packages `prepare` installs.
+    pub mod runtime {
+        pub use crate::runtime::packages::{Installed, PrepareError, declared_by, prepare};
+        pub use crate::runtime::python::{packages_dir, runtime_path};
     }
     /// The sandbox itself: engine, components, grants, limits.
     pub mod sandbox {

@@ -35,6 +35,15 @@ pub enum CallError {
         /// The skills loaded.
         available: String,
     },
+    #[error("script `{script}` cannot run here: {why}")]
+    /// The skill has the file, but the sandbox has no way to run it (a
+    /// shell script, JavaScript), or the runtime it needs is missing.
+    CannotRun {
+        /// The script, relative to its skill.
+        script: String,
+        /// Why, and what to do instead.
+        why: String,
+    },
     #[error("skill `{skill}` has no script `{script}`; its scripts: {available}")]
     /// The skill has no script of that name.
     NoSuchScript {
@@ -133,6 +142,7 @@ impl CallError {
             CallError::Declined { .. } => "declined",
             CallError::Moved { .. } => "moved",
             CallError::Unavailable { .. } => "unavailable",
+            CallError::CannotRun { .. } => "unsupported",
             CallError::Sandbox { error, .. } => error.code(),
         }
     }

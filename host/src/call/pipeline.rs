@@ -10,9 +10,10 @@ use tokio_util::sync::CancellationToken;
 use super::confirm::{Approval, Question};
 use super::error::CallError;
 use super::host::{CallRecord, Host, json_size};
-use super::prepare::Prepared;
+use super::prepare::{Prepared, Runs};
 use super::redact::Redactor;
 use super::request::{Access, CallReply, Caller, Outcome, SCRIPT_LABEL, Target};
+use crate::runtime::python;
 use crate::sandbox::{Grants, NetRequest, NetTrace, SandboxError, Usage};
 use crate::skill::Skill;
 use crate::skill::policy;
@@ -197,8 +198,10 @@ impl Host {
                     stdin,
                     ..
                 } => {
-                    let mut argv = vec![script];
-                    argv.extend(args);
+                    let argv = match &prepared.runs {
+                        Runs::Python { script } => python::argv(script, args),
+                        Runs::Component => std::iter::once(script).chain(args).collect(),
+                    };
                     let out = self
                         .sandbox
                         .run_script_traced(&component, argv, stdin, &resolved.grants, &limits, &net)

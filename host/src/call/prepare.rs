@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::error::CallError;
 use super::host::Host;
 use super::request::{Access, Caller, Target};
+use crate::runtime::{self, ScriptKind, python};
 use crate::sandbox::{PendingComponent, SandboxError, SideEffect};
 use crate::skill::policy;
 use crate::skill::tools::{SkillTool, split_tool_name};
@@ -21,12 +22,26 @@ pub(super) struct Prepared {
     pub component_path: String,
     pub effect: Option<Effect>,
     pub class: SideEffect,
+    pub runs: Runs,
+}
+
+/// What runs a script: its own component, or an interpreter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Runs {
+    Component,
+    /// The Python runtime, on this file of the skill.
+    Python {
+        script: String,
+    },
 }
 
 impl Host {
     /// The grants a prepared call runs with.
     pub(super) fn grants_of(&self, prepared: &Prepared) -> policy::Resolved {
         let mut resolved = policy::grants(&prepared.skill, &self.options.policy, prepared.effect);
+        if matches!(prepared.runs, Runs::Python { .. }) {
+            resolved.grants.packages = python::prepared_site(&prepared.skill.dir);
+        }
         if self.options.read_only
             && let Some(workspace) = &mut resolved.grants.workspace
         {
@@ -122,6 +137,7 @@ impl Host {
                     class: tool.effect.into(),
                     tool: Some(tool),
                     skill,
+                    runs: Runs::Component,
                 })
             }
             Target::Script { script, .. } => {
@@ -136,6 +152,9 @@ impl Host {
                     .and_then(|m| m.script(script))
                     .cloned()
                 else {
+                    if let Some(source) = self.source_script(&skill, script).await? {
+                        return Ok(source);
+                    }
                     let names = skill.script_names();
                     return Err(CallError::NoSuchScript {
                         skill: skill.name().to_string(),
@@ -166,7 +185,61 @@ impl Host {
                     component_path: spec.component,
                     effect: None,
                     class: SideEffect::Script,
+                    runs: Runs::Component,
                 })
+            }
+        }
+    }
+
+    /// A script the skill ships as source (`scripts/x.py`), run by its
+    /// interpreter; `None` when the skill has no such file.
+    async fn source_script(
+        self: &Arc<Self>,
+        skill: &Arc<Skill>,
+        script: &str,
+    ) -> Result<Option<Prepared>, CallError> {
+        let rel = script.trim_start_matches("./");
+        // `python -m scripts.x` names a module, which may be a package.
+        let package_main = rel
+            .strip_suffix(".py")
+            .map(|stem| format!("{stem}/__main__.py"));
+        let Some(rel) = [Some(rel.to_string()), package_main]
+            .into_iter()
+            .flatten()
+            .find(|candidate| skill.serves_file(candidate))
+        else {
+            return Ok(None);
+        };
+        let cannot = |why: String| CallError::CannotRun {
+            script: format!("{}/{rel}", skill.name()),
+            why,
+        };
+        match runtime::kind_of(&rel) {
+            ScriptKind::Unsupported(language) => Err(cannot(language.reason(&rel))),
+            ScriptKind::Python => {
+                let Some(path) = python::runtime_path() else {
+                    return Err(cannot(
+                        "Python scripts run in skillbox's Python runtime, which is not \
+                         installed here. The user can install it with scripts/install (or \
+                         scripts/build-runtimes in a source checkout), or name the file with \
+                         SKILLBOX_PYTHON_RUNTIME."
+                            .into(),
+                    ));
+                };
+                let sandbox = self.sandbox.clone();
+                let loaded = tokio::task::spawn_blocking(move || sandbox.load_file(&path))
+                    .await
+                    .map_err(|_| SandboxError::Host("the loader stopped".into()))?
+                    .map_err(|e| cannot(format!("the Python runtime could not be loaded: {e}")))?;
+                Ok(Some(Prepared {
+                    skill: skill.clone(),
+                    tool: None,
+                    component: Arc::new(PendingComponent::ready(loaded)),
+                    component_path: rel.clone(),
+                    effect: None,
+                    class: SideEffect::Script,
+                    runs: Runs::Python { script: rel },
+                }))
             }
         }
     }

@@ -59,26 +59,59 @@ impl Skillbox {
             .iter()
             .map(|(skill, rel)| crate::skill::tools::prepare(skill, rel, &self.host.sandbox))
             .collect();
-        jobs.iter()
+        // The Python runtime, when a skill ships a Python script.
+        let python = catalog
+            .skills()
+            .find(|skill| !skill.source_scripts().is_empty())
+            .and_then(|_| crate::runtime::python::runtime_path());
+        let total = jobs.len() + usize::from(python.is_some());
+        let mut results: Vec<Compiled> = jobs
+            .iter()
             .zip(pending)
             .enumerate()
             .map(|(n, ((skill, rel), pending))| {
                 let done = pending.and_then(|p| p.compiled_blocking());
-                let compiled = Compiled {
-                    skill: skill.name().to_string(),
-                    component: rel.to_string(),
-                    took: done
-                        .as_ref()
-                        .map_or_else(|_| started.elapsed(), |c| c.load_time),
-                    outcome: match done {
-                        Ok(c) if c.origin == CompileOrigin::DiskCache => CompileOutcome::FromCache,
-                        Ok(_) => CompileOutcome::Compiled,
-                        Err(reason) => CompileOutcome::Failed { reason },
-                    },
-                };
-                progress(n + 1, jobs.len(), &compiled);
+                let compiled = compiled(skill.name(), rel, done, started);
+                progress(n + 1, total, &compiled);
                 compiled
             })
-            .collect()
+            .collect();
+        if let Some(path) = python {
+            let done = self
+                .host
+                .sandbox
+                .load_file(&path)
+                .map_err(|e| e.to_string());
+            let compiled = compiled(
+                "(runtime)",
+                crate::runtime::python::RUNTIME_FILE,
+                done,
+                started,
+            );
+            progress(total, total, &compiled);
+            results.push(compiled);
+        }
+        results
+    }
+}
+
+/// One component's row.
+fn compiled(
+    skill: &str,
+    component: &str,
+    done: crate::sandbox::Compiled,
+    started: Instant,
+) -> Compiled {
+    Compiled {
+        skill: skill.to_string(),
+        component: component.to_string(),
+        took: done
+            .as_ref()
+            .map_or_else(|_| started.elapsed(), |c| c.load_time),
+        outcome: match done {
+            Ok(c) if c.origin == CompileOrigin::DiskCache => CompileOutcome::FromCache,
+            Ok(_) => CompileOutcome::Compiled,
+            Err(reason) => CompileOutcome::Failed { reason },
+        },
     }
 }

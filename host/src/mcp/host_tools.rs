@@ -127,17 +127,20 @@ fn all_definitions(catalog: &Catalog, budget: usize) -> Vec<Tool> {
         Tool::new(
             RUN_SCRIPT,
             "Run a script of a loaded skill in the sandbox with arguments and optional stdin; \
-             returns its exit code, stdout and stderr. Use when a skill's steps name a script. \
-             Not for arbitrary commands: only scripts a skill ships can run.",
+             returns its exit code, stdout and stderr. Use when a skill's steps name a script: \
+             give `script` (its name or path, e.g. scripts/x.py) and `args`, or the `command` \
+             line as the skill writes it (python3 scripts/x.py --flag a). Not for arbitrary \
+             commands: only scripts a skill ships can run, with no shell.",
             schema(json!({
                 "type": "object",
                 "properties": {
                     "skill": {"type": "string", "description": "The skill's name."},
-                    "script": {"type": "string", "description": "The script's name, as load_skill lists it."},
+                    "script": {"type": "string", "description": "The script's name or path, as load_skill lists it (e.g. scripts/x.py)."},
                     "args": {"type": "array", "items": {"type": "string"}, "description": "Arguments (default none)."},
+                    "command": {"type": "string", "description": "Instead of script and args: the command line the skill's instructions give, e.g. python3 scripts/x.py --flag a. Split without a shell."},
                     "stdin": {"type": "string", "description": "Text given on standard input (default empty)."}
                 },
-                "required": ["skill", "script"],
+                "required": ["skill"],
                 "additionalProperties": false
             })),
         )
@@ -279,11 +282,17 @@ pub async fn load_skill(
     let body = invoke::substitute(&skill.body, arguments, &skill_dir_uri(name))
         .map_err(|e| results::error(format!("cannot load skill `{name}`: {e}")))?;
     let skill_tools = host.tools_of_blocking(&skill).await;
+    let source_scripts = skill.source_scripts();
     let scripts: Vec<Value> = skill
         .manifest
         .iter()
         .flat_map(|m| &m.scripts)
         .map(|s| json!({"name": s.name(), "usage": s.usage}))
+        .chain(
+            source_scripts
+                .iter()
+                .map(|path| json!({"name": path, "usage": python_usage(path)})),
+        )
         .collect();
     let tool_list: Vec<Value> = skill_tools
         .iter()
@@ -302,6 +311,9 @@ pub async fn load_skill(
         text.push_str("\n## Scripts (call run_script with skill and script)\n");
         for s in skill.manifest.iter().flat_map(|m| &m.scripts) {
             text.push_str(&format!("- `{}`: {}\n", s.name(), s.usage));
+        }
+        for path in &source_scripts {
+            text.push_str(&format!("- `{path}`: {}\n", python_usage(path)));
         }
     }
     if !skill.references.is_empty() {
@@ -331,6 +343,15 @@ pub async fn load_skill(
         }),
     );
     Ok((skill, result))
+}
+
+/// How the model runs a Python script the skill ships.
+fn python_usage(path: &str) -> String {
+    format!(
+        "Python, run in the sandbox: run_script with script \"{path}\" and args, or command \
+         \"python3 {path} ARGS\" (no shell, no processes, no network sockets; the workspace \
+         at /workspace when granted)"
+    )
 }
 
 /// What the user did not grant of the skill's requests, and which of its
@@ -462,7 +483,6 @@ fn line_window(text: &str, path: &str, start: usize, max: usize, budget: usize) 
 /// that says what is wrong with them.
 pub fn script_target(args: &Map<String, Value>) -> Result<Target, CallToolResult> {
     let skill = string_arg(args, "skill")?.to_string();
-    let script = string_arg(args, "script")?.to_string();
     let invalid_args = || {
         results::error("invalid arguments: `args` must be an array of strings. Nothing was run.")
     };
@@ -474,6 +494,31 @@ pub fn script_target(args: &Map<String, Value>) -> Result<Target, CallToolResult
             .collect::<Option<_>>()
             .ok_or_else(invalid_args)?,
         Some(_) => return Err(invalid_args()),
+    };
+    let (script, argv_tail) = match (args.get("script"), args.get("command")) {
+        (Some(_), Some(_)) => {
+            return Err(results::error(
+                "invalid arguments: give `script` (with `args`) or `command`, not both. Nothing \
+                 was run.",
+            ));
+        }
+        (None, Some(Value::String(line))) => {
+            if !argv_tail.is_empty() {
+                return Err(results::error(
+                    "invalid arguments: `command` carries its own arguments; leave `args` out. \
+                     Nothing was run.",
+                ));
+            }
+            let parsed = crate::runtime::command::parse(line)
+                .map_err(|e| results::error(format!("invalid arguments: {e} Nothing was run.")))?;
+            (parsed.script, parsed.args)
+        }
+        (None, Some(_)) => {
+            return Err(results::error(
+                "invalid arguments: `command` must be a string. Nothing was run.",
+            ));
+        }
+        _ => (string_arg(args, "script")?.to_string(), argv_tail),
     };
     let stdin = args
         .get("stdin")

@@ -112,6 +112,9 @@ pub struct Grants {
     /// The skill the call belongs to, so refusals can name the flag that
     /// would grant what was refused.
     pub skill_name: Option<String>,
+    /// Python packages the user prepared for the skill, mounted read-only
+    /// at `/packages` for its Python scripts.
+    pub packages: Option<PathBuf>,
 }
 
 /// Guest paths of the mounts, stable across hosts so tools and skills can
@@ -119,6 +122,7 @@ pub struct Grants {
 pub const SKILL_MOUNT: &str = "/skill";
 pub const WORKSPACE_MOUNT: &str = "/workspace";
 pub const SCRATCH_MOUNT: &str = "/tmp";
+pub const PACKAGES_MOUNT: &str = "/packages";
 
 impl Grants {
     /// A one-line description of the grants in force, for banners, audit
@@ -127,6 +131,9 @@ impl Grants {
         let mut parts = vec![format!("{SCRATCH_MOUNT} (scratch)")];
         if self.skill_dir.is_some() {
             parts.push(format!("{SKILL_MOUNT} (read-only)"));
+        }
+        if self.packages.is_some() {
+            parts.push(format!("{PACKAGES_MOUNT} (read-only)"));
         }
         match &self.workspace {
             Some(ws) if ws.writable => parts.push(format!("{WORKSPACE_MOUNT} (read-write)")),

@@ -18,7 +18,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use super::egress::{Egress, NetLimits, NetLog, NetTrace};
 use super::error::SandboxError;
 use super::fsguard::{FsGuard, GuardedFs, QuotaLimits};
-use super::grants::{Grants, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT};
+use super::grants::{Grants, PACKAGES_MOUNT, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT};
 use super::limits::Limits;
 use super::output::CappedPipe;
 use super::scratch::{ScratchLease, ScratchPool};
@@ -230,6 +230,9 @@ pub fn new_store(
             SKILL_MOUNT,
             FsPerms::ReadOnly,
         )?;
+    }
+    if let Some(packages) = &grants.packages {
+        preopen(&mut wasi, packages, PACKAGES_MOUNT, FsPerms::ReadOnly)?;
     }
     if let Some(ws) = &grants.workspace {
         let perms = if ws.writable {

@@ -137,6 +137,11 @@ impl SkillDir {
             .is_some_and(|m| m.is_file())
     }
 
+    /// Whether `rel` is a regular file the skill serves.
+    pub fn serves_file(&self, rel: &str) -> bool {
+        checked_relative(rel).is_ok_and(|r| self.rule.serves(r)) && self.is_file(rel)
+    }
+
     /// The files the skill serves under `sub` (recursively, sorted, at
     /// most `max`), as paths relative to the skill folder with `/`
     /// separators.

@@ -30,6 +30,18 @@ pub struct Manifest {
     pub grants: RequestedGrants,
     #[serde(default)]
     pub limits: ManifestLimits,
+    #[serde(default)]
+    pub python: PythonNeeds,
+}
+
+/// What the skill's Python scripts need beyond the standard library.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PythonNeeds {
+    /// Pinned pure-Python requirements (`defusedxml==0.7.1`), installed
+    /// once by `skillbox prepare`; a run never downloads.
+    #[serde(default)]
+    pub requires: Vec<String>,
 }
 
 /// A component whose exported functions become tools.
@@ -243,6 +255,77 @@ fn problem(line: Option<usize>, rule: &'static str, message: String) -> Problem 
     }
 }
 
+/// Distributions that ship only compiled code: no wheel of theirs runs in
+/// the sandbox, which loads pure Python only.
+const COMPILED_DISTRIBUTIONS: &[&str] = &[
+    "lxml",
+    "numpy",
+    "pandas",
+    "scipy",
+    "pillow",
+    "opencv-python",
+    "torch",
+    "scikit-learn",
+    "matplotlib",
+    "pydantic-core",
+    "cryptography",
+    "psycopg2",
+    "psycopg2-binary",
+    "grpcio",
+    "orjson",
+    "ujson",
+    "regex",
+    "markupsafe",
+];
+
+/// What keeps `prepare` from installing a Python requirement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RequirementProblem {
+    /// Not `name==version` with plain characters.
+    Unpinned,
+    /// A distribution that is compiled code.
+    Compiled,
+}
+
+/// Whether `requirement` is one `prepare` can install: `name==version`
+/// with plain characters (no URL, option or marker pip would act on), of
+/// a distribution that is not compiled code.
+pub fn python_requirement(requirement: &str) -> Result<(), RequirementProblem> {
+    let plain = |s: &str, extra: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c) || extra.contains(c))
+    };
+    let (name, _) = requirement
+        .split_once("==")
+        .filter(|(name, version)| plain(name, "[],") && plain(version, "+!"))
+        .ok_or(RequirementProblem::Unpinned)?;
+    let base = name
+        .split('[')
+        .next()
+        .unwrap_or(name)
+        .to_ascii_lowercase()
+        .replace('_', "-");
+    if COMPILED_DISTRIBUTIONS.contains(&base.as_str()) {
+        return Err(RequirementProblem::Compiled);
+    }
+    Ok(())
+}
+
+/// [`python_requirement`] as a finding's words.
+fn python_requirement_problem(requirement: &str) -> Result<(), String> {
+    python_requirement(requirement).map_err(|problem| match problem {
+        RequirementProblem::Unpinned => format!(
+            "python requirement `{requirement}` is not pinned; give an exact version \
+             (`name==1.2.3`), so that every run gets the code that was checked"
+        ),
+        RequirementProblem::Compiled => format!(
+            "python requirement `{requirement}` is compiled (C-extension) code with no \
+             pure-Python wheel; the sandbox runs pure-Python packages only"
+        ),
+    })
+}
+
 fn check(manifest: &Manifest, text: &str, dir: &SkillDir) -> Vec<Problem> {
     let line_of = |needle: &str| text.lines().position(|l| l.contains(needle)).map(|i| i + 1);
     let mut problems = Vec::new();
@@ -264,6 +347,15 @@ fn check(manifest: &Manifest, text: &str, dir: &SkillDir) -> Vec<Problem> {
                 "component `{path}` does not exist; build it (scripts/build-guests) or fix the path"
             ))),
             Err(e) => problems.push(problem(line, "manifest-path", format!("component `{path}`: {e}"))),
+        }
+    }
+    for requirement in &manifest.python.requires {
+        if let Err(why) = python_requirement_problem(requirement) {
+            problems.push(problem(
+                line_of(requirement),
+                "manifest-python-requirement",
+                why,
+            ));
         }
     }
     let mut script_names = std::collections::BTreeSet::new();

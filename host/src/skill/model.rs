@@ -74,10 +74,32 @@ impl Skill {
     }
 
     pub fn script_names(&self) -> Vec<String> {
-        self.manifest
+        let mut names: Vec<String> = self
+            .manifest
             .as_ref()
             .map(|m| m.scripts.iter().map(|s| s.name()).collect())
-            .unwrap_or_default()
+            .unwrap_or_default();
+        names.extend(self.source_scripts());
+        names
+    }
+
+    /// The Python scripts under `scripts/` the skill serves, by path: the
+    /// Python runtime runs them without a manifest.
+    pub fn source_scripts(&self) -> Vec<String> {
+        self.files
+            .list_files("scripts", MAX_MANIFEST_FILES)
+            .into_iter()
+            .filter(|path| {
+                let file = path.rsplit('/').next().unwrap_or(path);
+                file.ends_with(".py") && !file.starts_with('_')
+            })
+            .collect()
+    }
+
+    /// Whether `rel` is a file the skill serves (not hidden, ignored or a
+    /// build output).
+    pub fn serves_file(&self, rel: &str) -> bool {
+        self.files.serves_file(rel)
     }
 
     /// The folder as the sandbox mounts it at `/skill`.

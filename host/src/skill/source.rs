@@ -133,21 +133,7 @@ fn absolute(dir: &Path) -> PathBuf {
 /// `skills/`), else the data folder `scripts/install` fills
 /// (`$XDG_DATA_HOME/skillbox/skills`, or `~/.local/share/skillbox/skills`).
 pub fn system_skills_dir() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("SKILLBOX_SYSTEM_SKILLS") {
-        return (!dir.is_empty()).then(|| PathBuf::from(dir));
-    }
-    let beside_binary = std::env::current_exe().ok().and_then(|exe| {
-        exe.ancestors()
-            .skip(1)
-            .take(4)
-            .map(|dir| dir.join("skills"))
-            .find(|dir| is_skill_collection(dir))
-    });
-    beside_binary.or_else(|| {
-        crate::dirs::user_dir("SKILLBOX_DATA_DIR", "XDG_DATA_HOME", ".local/share")
-            .map(|dir| dir.join("skills"))
-            .filter(|dir| is_skill_collection(dir))
-    })
+    crate::dirs::installed("SKILLBOX_SYSTEM_SKILLS", "skills", is_skill_collection)
 }
 
 fn is_skill_collection(dir: &Path) -> bool {

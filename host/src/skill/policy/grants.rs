@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use super::limits::Ceilings;
 use crate::sandbox::{Grants, NetRule, WorkspaceGrant};
-use crate::skill::manifest::{ANY_HOST, Effect, WorkspaceAccess};
+use crate::skill::manifest::{ANY_HOST, Effect, RequestedGrants, WorkspaceAccess};
 use crate::skill::model::Skill;
 
 /// One `--allow-env` grant: a key for one skill, or (bare) for the only
@@ -93,13 +93,19 @@ pub struct Resolved {
 /// The grants of a call of `skill` to a function with `effect`. A function
 /// declared `read` gets the workspace read-only even when the skill holds
 /// a write grant: the declared effect is enforced, not trusted.
+///
+/// A skill without a manifest (a public skill as its authors ship it) can
+/// only run Python scripts, and those read the user's files: it is taken
+/// to request the workspace read-only. Writing needs a manifest that asks.
 pub fn grants(skill: &Skill, policy: &UserPolicy, effect: Option<Effect>) -> Resolved {
     let mut notes = Vec::new();
-    let requested = skill
-        .manifest
-        .as_ref()
-        .map(|m| m.grants.clone())
-        .unwrap_or_default();
+    let requested = match &skill.manifest {
+        Some(manifest) => manifest.grants.clone(),
+        None => RequestedGrants {
+            workspace: WorkspaceAccess::Read,
+            ..RequestedGrants::default()
+        },
+    };
     let workspace = match (requested.workspace, &policy.workspace) {
         (WorkspaceAccess::None, Some(_)) => {
             notes.push(format!(
@@ -109,7 +115,7 @@ pub fn grants(skill: &Skill, policy: &UserPolicy, effect: Option<Effect>) -> Res
             None
         }
         (_, None) => {
-            if requested.workspace != WorkspaceAccess::None {
+            if requested.workspace != WorkspaceAccess::None && skill.manifest.is_some() {
                 notes.push(format!(
                     "skill `{}` requests the workspace; none was given (--workspace DIR)",
                     skill.name()
@@ -119,6 +125,14 @@ pub fn grants(skill: &Skill, policy: &UserPolicy, effect: Option<Effect>) -> Res
         }
         (access, Some(dir)) => {
             let wants_write = access == WorkspaceAccess::Write;
+            if skill.manifest.is_none() && policy.allow_write {
+                notes.push(format!(
+                    "skill `{}` has no skillbox.yaml, so its scripts get the workspace read-only; \
+                     --allow-write applies to skills whose manifest requests it \
+                     (grants: {{workspace: write}})",
+                    skill.name()
+                ));
+            }
             if wants_write && !policy.allow_write {
                 notes.push(format!(
                     "skill `{}` requests write access; the workspace is read-only without --allow-write",
@@ -156,6 +170,7 @@ pub fn grants(skill: &Skill, policy: &UserPolicy, effect: Option<Effect>) -> Res
             env,
             network,
             skill_name: Some(skill.name().to_string()),
+            packages: None,
         },
         notes,
     }

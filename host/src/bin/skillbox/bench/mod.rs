@@ -7,6 +7,7 @@ mod http_load;
 mod mcp;
 mod metrics;
 mod python;
+mod scripts;
 mod table;
 
 use table::Row;
@@ -43,6 +44,21 @@ pub struct BenchArgs {
         default_value = "target/foreign/wordcount.wasm"
     )]
     python: PathBuf,
+    /// The Python runtime, for the script figures; skipped when missing
+    /// (scripts/build-runtimes builds it).
+    #[arg(
+        long,
+        value_name = "PATH.wasm",
+        default_value = "target/runtimes/python.wasm"
+    )]
+    python_runtime: PathBuf,
+    /// A Rust command component to compare a Python script's run with.
+    #[arg(
+        long,
+        value_name = "PATH.wasm",
+        default_value = "skills/release-check/scripts/release-check.wasm"
+    )]
+    rust_command: PathBuf,
     /// Calls (and process spawns) measured for the per-call cost.
     #[arg(long, default_value_t = 300)]
     iterations: usize,
@@ -188,6 +204,24 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         None
     };
 
+    let scripts = if args.python_runtime.is_file() && args.rust_command.is_file() {
+        eprintln!(
+            "bench: Python scripts: the runtime cold and cached, warm runs beside a Rust command component…"
+        );
+        Some(runtime.block_on(scripts::run(
+            &args.python_runtime,
+            &args.rust_command,
+            args.compiles,
+            args.iterations.min(50),
+        ))?)
+    } else {
+        eprintln!(
+            "bench: {} is missing; scripts/build-runtimes builds it (Python script figures skipped)",
+            args.python_runtime.display()
+        );
+        None
+    };
+
     eprintln!("bench: metrics: counting a call, rendering a scrape…");
     let metrics_cost = metrics::run(args.iterations);
 
@@ -263,6 +297,20 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             ),
             Row::timed("Python component: warm call", &p.warm_call)
                 .target("≤ 1 ms", p.warm_call.median <= Duration::from_millis(1)),
+        ]);
+    }
+    if let Some(s) = &scripts {
+        let ratio = ratio_f(s.python_run.median, s.rust_run.median);
+        rows.extend([
+            Row::timed("Python runtime: load, empty cache (first script)", &s.cold),
+            Row::timed("Python runtime: load from disk cache", &s.from_cache).target(
+                "≤ 500 ms",
+                s.from_cache.median <= Duration::from_millis(500),
+            ),
+            Row::timed("Python script run, warm (call path)", &s.python_run)
+                .target("≤ 50 ms", s.python_run.median <= Duration::from_millis(50)),
+            Row::timed("Rust command component run, warm", &s.rust_run),
+            Row::figure("Python script / Rust command run", format!("{ratio:.1}x")),
         ]);
     }
     if args.json {

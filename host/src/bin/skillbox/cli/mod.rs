@@ -7,6 +7,7 @@ mod agent;
 mod author;
 mod compile;
 mod flags;
+mod prepare;
 mod serve;
 mod skills;
 mod telemetry;
@@ -66,6 +67,9 @@ enum Command {
     /// Build a skill's Rust tool to wasm32-wasip2 and place the component
     /// where its skillbox.yaml says.
     Build(author::BuildArgs),
+    /// Install a skill's pinned pure-Python requirements for its scripts,
+    /// once, from wheels checked against their hashes; no run downloads.
+    Prepare(prepare::PrepareArgs),
     /// Compile every skill's components into the compiled-code cache ahead
     /// of time (for images and CI), so no first call waits for a compile.
     Compile(compile::CompileArgs),
@@ -171,6 +175,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Call(args) => tool::call(args),
         Command::Inspect { component } => tool::inspect(&component),
         Command::RunScript(args) => tool::run_script(args),
+        Command::Prepare(args) => prepare::run(args),
         Command::Serve(args) => serve::serve(*args),
         Command::Agent(args) => agent::agent(*args),
         Command::Skills(command) => skills::run(command),

@@ -1,0 +1,124 @@
+//! Figures for a skill's Python script run by the Python runtime, beside
+//! a Rust command component run the same way: both go through the whole
+//! call path (`Skillbox::run_script`), so the ratio is the interpreter's
+//! cost alone.
+
+use std::path::Path;
+use std::time::Instant;
+
+use anyhow::{Context, bail};
+use tokio_util::sync::CancellationToken;
+
+use super::Stats;
+use skillbox::Skillbox;
+
+pub struct ScriptFigures {
+    /// Loading the runtime with an empty compiled-code cache: the first
+    /// Python script run on a machine.
+    pub cold: Stats,
+    /// Loading it again from the disk cache, in a new process's sandbox.
+    pub from_cache: Stats,
+    /// A warm run of a script that imports json, re, argparse and pathlib.
+    pub python_run: Stats,
+    /// A warm run of a Rust command component with the same job size.
+    pub rust_run: Stats,
+}
+
+const SCRIPT: &str = "import argparse, json, pathlib, re, sys\n\
+p = argparse.ArgumentParser()\n\
+p.add_argument('words', nargs='*')\n\
+a = p.parse_args()\n\
+print(json.dumps({'n': len(a.words), 'ok': bool(re.match('a', 'abc'))}))\n";
+
+/// A skills folder with one skill holding the Python script and the Rust
+/// command component.
+fn skills(rust_command: &Path) -> anyhow::Result<tempfile::TempDir> {
+    let dir = tempfile::tempdir()?;
+    let skill = dir.path().join("bench-scripts");
+    std::fs::create_dir_all(skill.join("scripts"))?;
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: bench-scripts\ndescription: Scripts for the benchmark; use for nothing else.\n---\nRun them.\n",
+    )?;
+    std::fs::write(skill.join("scripts/words.py"), SCRIPT)?;
+    std::fs::copy(rust_command, skill.join("scripts/check.wasm"))?;
+    std::fs::write(
+        skill.join("skillbox.yaml"),
+        "scripts:\n  - component: scripts/check.wasm\n    usage: check [FILE...]\n",
+    )?;
+    Ok(dir)
+}
+
+async fn run_n(skillbox: &Skillbox, script: &str, iterations: usize) -> anyhow::Result<Stats> {
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let start = Instant::now();
+        let out = skillbox
+            .run_script(
+                "bench-scripts",
+                script,
+                vec!["a".into(), "b".into()],
+                Vec::new(),
+                &CancellationToken::new(),
+            )
+            .await
+            .with_context(|| format!("running {script}"))?;
+        samples.push(start.elapsed());
+        if script.ends_with(".py") && out.exit_code != 0 {
+            bail!("{script} exited {}: {}", out.exit_code, out.stderr);
+        }
+    }
+    Ok(Stats::of(samples))
+}
+
+pub async fn run(
+    runtime: &Path,
+    rust_command: &Path,
+    compiles: usize,
+    iterations: usize,
+) -> anyhow::Result<ScriptFigures> {
+    let bytes = std::fs::read(runtime)?;
+    let mut cold = Vec::new();
+    let cache = tempfile::tempdir()?;
+    for n in 0..compiles {
+        let empty = tempfile::tempdir()?;
+        let sandbox = skillbox::unstable::sandbox::Sandbox::with_options(
+            &Default::default(),
+            Some(skillbox::unstable::sandbox::DiskCache::new(if n == 0 {
+                cache.path().to_path_buf()
+            } else {
+                empty.path().to_path_buf()
+            })),
+        )?;
+        let start = Instant::now();
+        sandbox.load_bytes(&bytes)?;
+        cold.push(start.elapsed());
+    }
+    let mut from_cache = Vec::new();
+    for _ in 0..compiles.max(3) {
+        let sandbox = skillbox::unstable::sandbox::Sandbox::with_options(
+            &Default::default(),
+            Some(skillbox::unstable::sandbox::DiskCache::new(
+                cache.path().to_path_buf(),
+            )),
+        )?;
+        let start = Instant::now();
+        sandbox.load_bytes(&bytes)?;
+        from_cache.push(start.elapsed());
+    }
+
+    let folder = skills(rust_command)?;
+    let skillbox = Skillbox::builder()
+        .skills_dir(folder.path())
+        .cache_dir(cache.path())
+        .build()?;
+    // The first run of each loads it; the figures are of warm runs.
+    run_n(&skillbox, "scripts/words.py", 1).await?;
+    run_n(&skillbox, "check", 1).await?;
+    Ok(ScriptFigures {
+        cold: Stats::of(cold),
+        from_cache: Stats::of(from_cache),
+        python_run: run_n(&skillbox, "scripts/words.py", iterations).await?,
+        rust_run: run_n(&skillbox, "check", iterations).await?,
+    })
+}
