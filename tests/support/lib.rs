@@ -33,6 +33,41 @@ pub fn foreign_components() -> Option<&'static Path> {
     (!dir.is_empty()).then(|| Path::new(dir))
 }
 
+/// Whether the Python runtime was built (`scripts/build-runtimes`) for the
+/// binary under test, which finds it in `target/runtimes/`. Compiles it
+/// into the shared test cache once per test process, so tests running at
+/// once do not each compile it.
+pub fn python_runtime() -> bool {
+    static WARM: OnceLock<bool> = OnceLock::new();
+    *WARM.get_or_init(|| {
+        let dir = env!("SKILLBOX_E2E_RUNTIMES");
+        if dir.is_empty() {
+            eprintln!("skipping: the Python runtime was not built (componentize-py missing)");
+            return false;
+        }
+        let skill = tempfile::tempdir().expect("temp skill");
+        let scripts = skill.path().join("warm/scripts");
+        std::fs::create_dir_all(&scripts).expect("skill folder");
+        std::fs::write(
+            skill.path().join("warm/SKILL.md"),
+            "---\nname: warm\ndescription: Warms the Python runtime. Use in tests.\n---\nWarm.\n",
+        )
+        .expect("SKILL.md");
+        std::fs::write(scripts.join("warm.py"), "print('warm')\n").expect("script");
+        let out = skillbox()
+            .args(["compile", skill.path().to_str().expect("utf-8 path")])
+            .env("SKILLBOX_SYSTEM_SKILLS", "")
+            .output()
+            .expect("run skillbox compile");
+        assert!(
+            out.status.success(),
+            "compiling the Python runtime failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        true
+    })
+}
+
 /// The bundled sample workspace, as a string for command lines.
 pub fn examples() -> String {
     repo()

@@ -1,6 +1,7 @@
 //! Dependencies point one way, as docs/architecture.md draws them:
-//! `schema <- sandbox <- skill <- call <- embed <- mcp <- agent`, with the
-//! small helpers (`dirs`, `net`) at the bottom and `author` beside `call`.
+//! `schema <- sandbox <- skill <- runtime <- call <- embed <- mcp <- agent`,
+//! with the small helpers (`dirs`, `net`) at the bottom and `author` beside
+//! `runtime`.
 //! Inside a folder, the files form no circle either.
 //!
 //! The check reads the library's sources as text: every `crate::…` and
@@ -20,10 +21,11 @@ const LAYERS: &[(&str, u8)] = &[
     ("sandbox", 1),
     ("skill", 2),
     ("author", 3),
-    ("call", 3),
-    ("embed", 4),
-    ("mcp", 5),
-    ("agent", 6),
+    ("runtime", 3),
+    ("call", 4),
+    ("embed", 5),
+    ("mcp", 6),
+    ("agent", 7),
 ];
 
 #[test]

@@ -22,6 +22,7 @@ mod mcp_wire;
 mod network;
 mod newcomer;
 mod ops;
+mod python_scripts;
 mod red_team;
 mod sandbox_fs;
 mod sandbox_limits;

@@ -1,0 +1,492 @@
+//! The Python scripts real skills ship, run in the sandbox by the Python
+//! runtime (`runtimes/python/`): the shapes public skills use, pinned
+//! pure-Python requirements prepared once, and hostile scripts, each
+//! stopped with its own error while the host keeps serving.
+
+use std::path::Path;
+
+use serde_json::{Value, json};
+use skillbox_e2e::mcp::{
+    Recorder, assert_says, assert_tool_error, call, connect_stateless, connect_stdio, serve_http,
+    stateless_call,
+};
+use skillbox_e2e::{Run, python_runtime, run, workspace};
+
+/// A skill folder with `files` (path, text) and no manifest, as public
+/// skills ship, unless `files` has a `skillbox.yaml`.
+fn python_skill(name: &str, files: &[(&str, &str)]) -> tempfile::TempDir {
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join(name);
+    std::fs::create_dir_all(dir.join("scripts")).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        format!(
+            "---\nname: {name}\ndescription: Python scripts for the tests. Use in tests only.\n---\n\
+             Run `python3 scripts/report.py DIR` from the skill folder.\n"
+        ),
+    )
+    .unwrap();
+    for (path, body) in files {
+        let file = dir.join(path);
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        std::fs::write(file, body).unwrap();
+    }
+    root
+}
+
+fn run_script(skills: &Path, script: &str, extra: &[&str], args: &[&str]) -> Run {
+    let mut argv = vec![
+        "run-script",
+        "--skills",
+        skills.to_str().unwrap(),
+        "--script",
+        script,
+    ];
+    argv.extend(extra);
+    argv.push("--");
+    argv.extend(args);
+    run(&argv)
+}
+
+const REPORT: &str = r#"
+import json, os, sys
+from helpers.count import words
+
+folder = sys.argv[1]
+rows = []
+for name in sorted(os.listdir(folder)):
+    with open(os.path.join(folder, name)) as f:
+        rows.append({"file": name, "words": words(f.read())})
+print(json.dumps({"cwd": os.getcwd(), "files": rows}))
+"#;
+
+const STDIN_UPPER: &str = r#"
+import sys
+data = sys.stdin.read()
+sys.stdout.write(data.upper())
+sys.exit(3 if "fail" in data else 0)
+"#;
+
+#[test]
+fn scripts_of_the_shapes_skills_ship_run_with_their_own_modules_and_the_workspace() {
+    if !python_runtime() {
+        return;
+    }
+    let skills = python_skill(
+        "report",
+        &[
+            ("scripts/report.py", REPORT),
+            ("scripts/helpers/__init__.py", ""),
+            (
+                "scripts/helpers/count.py",
+                "def words(text):\n    return len(text.split())\n",
+            ),
+            ("scripts/upper.py", STDIN_UPPER),
+        ],
+    );
+    let ws = workspace(&[("notes/a.txt", "one two three"), ("notes/b.txt", "four")]);
+    let ws_arg = ws.path().to_str().unwrap();
+
+    // A stdlib-only script that imports a helper from its own folder,
+    // reads the workspace (a public skill with no manifest gets it
+    // read-only) and prints JSON.
+    let out = run_script(
+        skills.path(),
+        "report/scripts/report.py",
+        &["--workspace", ws_arg],
+        &["notes"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let report: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(
+        report,
+        json!({"cwd": "/workspace", "files": [
+            {"file": "a.txt", "words": 3},
+            {"file": "b.txt", "words": 1},
+        ]})
+    );
+
+    // stdin in, the exit code out.
+    let input = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(input.path(), "please fail\n").unwrap();
+    let out = run_script(
+        skills.path(),
+        "report/scripts/upper.py",
+        &["--stdin", input.path().to_str().unwrap()],
+        &[],
+    );
+    assert_eq!(out.code, 3, "{out:?}");
+    assert_eq!(out.stdout, "PLEASE FAIL\n");
+
+    // The workspace stays read-only without a manifest that asks.
+    let writer = python_skill(
+        "writer",
+        &[("scripts/write.py", "open('out.txt', 'w').write('x')\n")],
+    );
+    let out = run_script(
+        writer.path(),
+        "writer/scripts/write.py",
+        &["--workspace", ws_arg, "--allow-write"],
+        &[],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    out.stderr_says(&["Errno"]);
+    assert!(!ws.path().join("out.txt").exists());
+}
+
+#[test]
+fn a_script_writes_under_a_write_grant_and_only_then() {
+    if !python_runtime() {
+        return;
+    }
+    let skills = python_skill(
+        "writer",
+        &[
+            ("skillbox.yaml", "grants:\n  workspace: write\n"),
+            (
+                "scripts/write.py",
+                "import sys\nwith open(sys.argv[1], 'w') as f:\n    f.write('written by python\\n')\nprint('ok')\n",
+            ),
+        ],
+    );
+    let ws = workspace(&[("keep.txt", "x")]);
+    let ws_arg = ws.path().to_str().unwrap();
+    let out = run_script(
+        skills.path(),
+        "writer/scripts/write.py",
+        &["--workspace", ws_arg],
+        &["report.txt"],
+    );
+    assert_eq!(out.code, 1, "without --allow-write: {out:?}");
+    out.stderr_says(&["read-only without --allow-write"]);
+    assert!(!ws.path().join("report.txt").exists());
+
+    let out = run_script(
+        skills.path(),
+        "writer/scripts/write.py",
+        &["--workspace", ws_arg, "--allow-write"],
+        &["report.txt"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("report.txt")).unwrap(),
+        "written by python\n"
+    );
+}
+
+#[test]
+fn a_pinned_requirement_is_prepared_once_and_imported_offline() {
+    if !python_runtime() {
+        return;
+    }
+    let skills = python_skill(
+        "xml-read",
+        &[
+            (
+                "requirements.txt",
+                "# what the scripts import\ndefusedxml==0.7.1\n",
+            ),
+            (
+                "scripts/tags.py",
+                "import sys\nfrom defusedxml import ElementTree\nroot = ElementTree.fromstring(sys.argv[1])\nprint(root.tag, [c.tag for c in root])\n",
+            ),
+        ],
+    );
+    let skills_arg = skills.path().to_str().unwrap();
+    let before = run_script(
+        skills.path(),
+        "xml-read/scripts/tags.py",
+        &[],
+        &["<a><b/></a>"],
+    );
+    assert_eq!(before.code, 1, "{before:?}");
+    before.stderr_says(&[
+        "No module named 'defusedxml'",
+        "module `defusedxml` is not installed for this skill",
+        "skillbox prepare",
+    ]);
+
+    // Refused before pip runs: an unpinned requirement, and one with no
+    // pure-Python wheel (compiled code).
+    let unpinned = run(&[
+        "prepare", "xml-read", "--skills", skills_arg, "--with", "pypdf",
+    ]);
+    assert_eq!(unpinned.code, 1, "{unpinned:?}");
+    unpinned.stderr_says(&["`pypdf` is not pinned", "name==1.2.3"]);
+    let compiled = run(&[
+        "prepare",
+        "xml-read",
+        "--skills",
+        skills_arg,
+        "--with",
+        "lxml==5.3.0",
+    ]);
+    assert_eq!(compiled.code, 1, "{compiled:?}");
+    compiled.stderr_says(&[
+        "`lxml==5.3.0` has no wheel that runs here",
+        "Nothing was installed",
+    ]);
+
+    let prepared = run(&["prepare", "xml-read", "--skills", skills_arg, "--json"]);
+    assert_eq!(prepared.code, 0, "{prepared:?}");
+    let prepared = prepared.json();
+    assert_eq!(prepared["distributions"], json!(["defusedxml 0.7.1"]));
+    assert!(
+        prepared["files_checked"].as_u64().unwrap() > 5,
+        "{prepared}"
+    );
+
+    let after = run_script(
+        skills.path(),
+        "xml-read/scripts/tags.py",
+        &[],
+        &["<a><b/></a>"],
+    );
+    assert_eq!(after.code, 0, "{after:?}");
+    assert_eq!(after.stdout.trim(), "a ['b']");
+}
+
+/// Hostile scripts, each with the error that names its limit or its
+/// missing capability.
+const HOSTILE: &[(&str, &str, &[&str])] = &[
+    (
+        "spin.py",
+        "while True:\n    pass\n",
+        &["out of fuel", "--fuel"],
+    ),
+    (
+        "bomb.py",
+        "chunks = []\nwhile True:\n    chunks.append(bytearray(1 << 20))\n",
+        &["memory limit", "--memory-mib"],
+    ),
+    (
+        "flood.py",
+        "import sys\nwhile True:\n    sys.stdout.write('y' * 65536)\n",
+        &["output limit", "--max-output-bytes"],
+    ),
+    (
+        "passwd.py",
+        "print(open('/etc/passwd').read())\n",
+        &["`/etc/passwd` is outside what this script may see"],
+    ),
+    (
+        "dotdot.py",
+        "print(open('/workspace/../../../etc/hostname').read())\n",
+        &["outside what this script may see"],
+    ),
+    (
+        "shell.py",
+        "import subprocess\nsubprocess.run(['sh', '-c', 'id'])\n",
+        &["runs no processes", "subprocess"],
+    ),
+    (
+        "connect.py",
+        "import socket\nsocket.create_connection(('127.0.0.1', 9))\n",
+        &["no network sockets"],
+    ),
+    (
+        "files.py",
+        "for i in range(20000):\n    open(f'/tmp/f{i}', 'w').close()\n",
+        &["quota", "--scratch-quota-entries"],
+    ),
+    (
+        "cext.py",
+        "import lxml.etree\n",
+        &["`lxml` is compiled (C-extension) code"],
+    ),
+];
+
+#[tokio::test]
+async fn hostile_python_gets_its_precise_error_and_the_host_keeps_serving() {
+    if !python_runtime() {
+        return;
+    }
+    let mut files: Vec<(String, &str)> = HOSTILE
+        .iter()
+        .map(|(name, body, _)| (format!("scripts/{name}"), *body))
+        .collect();
+    files.push(("scripts/ok.py".into(), "print('still serving')\n"));
+    let files: Vec<(&str, &str)> = files.iter().map(|(p, b)| (p.as_str(), *b)).collect();
+    let skills = python_skill("hostile", &files);
+    let ws = workspace(&[("a.txt", "a")]);
+    let (client, _) = connect_stdio(&[
+        "--skills",
+        skills.path().to_str().unwrap(),
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--tools",
+        "all",
+        "--fuel",
+        "2000000000",
+    ])
+    .await;
+    for (name, _, says) in HOSTILE {
+        let result = call(
+            &client,
+            "run_script",
+            json!({"skill": "hostile", "script": format!("scripts/{name}")}),
+        )
+        .await;
+        let all = serde_json::to_string(&result).unwrap();
+        for part in *says {
+            assert!(all.contains(part), "{name}: lacks {part:?}: {all}");
+        }
+        assert!(
+            !all.contains("/tmp/skillbox") && !all.contains(skills.path().to_str().unwrap()),
+            "{name}: a host path leaked: {all}"
+        );
+    }
+    let ok = call(
+        &client,
+        "run_script",
+        json!({"skill": "hostile", "script": "scripts/ok.py"}),
+    )
+    .await;
+    assert_says(&ok, &["still serving"]);
+    client.cancel().await.unwrap();
+}
+
+const COMMAND_SKILL: &[(&str, &str)] = &[
+    (
+        "scripts/greet.py",
+        "import argparse\np = argparse.ArgumentParser()\np.add_argument('--name')\np.add_argument('words', nargs='*')\na = p.parse_args()\nprint('hello', a.name, '+'.join(a.words))\n",
+    ),
+    ("scripts/setup.sh", "echo setting up\n"),
+];
+
+/// `run_script` by path and by command line, and what cannot run, on one
+/// connected client.
+async fn by_path_and_command_line(client: &skillbox_e2e::mcp::Client) {
+    let loaded = call(client, "load_skill", json!({"name": "greeter"})).await;
+    assert_says(&loaded, &["`scripts/greet.py`", "python3 scripts/greet.py"]);
+    let scripts = &loaded.structured_content.as_ref().unwrap()["scripts"];
+    assert_eq!(scripts[0]["name"], "scripts/greet.py", "{scripts}");
+
+    let by_path = call(
+        client,
+        "run_script",
+        json!({"skill": "greeter", "script": "scripts/greet.py", "args": ["--name", "Ada", "x"]}),
+    )
+    .await;
+    assert_eq!(by_path.is_error, Some(false), "{by_path:?}");
+    assert_says(&by_path, &["hello Ada x"]);
+
+    let by_command = call(
+        client,
+        "run_script",
+        json!({"skill": "greeter", "command": "python3 scripts/greet.py --name 'Grace Hopper' a b"}),
+    )
+    .await;
+    assert_says(&by_command, &["hello Grace Hopper a+b"]);
+    let as_module = call(
+        client,
+        "run_script",
+        json!({"skill": "greeter", "command": "python -m scripts.greet --name M"}),
+    )
+    .await;
+    assert_says(&as_module, &["hello M"]);
+
+    let piped = call(
+        client,
+        "run_script",
+        json!({"skill": "greeter", "command": "python3 scripts/greet.py | sh"}),
+    )
+    .await;
+    assert_tool_error(
+        &piped,
+        &["uses `|`, which needs a shell", "Nothing was run"],
+    );
+    let shell = call(
+        client,
+        "run_script",
+        json!({"skill": "greeter", "command": "bash scripts/setup.sh"}),
+    )
+    .await;
+    assert_tool_error(&shell, &["is a shell script", "no shell"]);
+    let missing = call(
+        client,
+        "run_script",
+        json!({"skill": "greeter", "script": "scripts/nope.py"}),
+    )
+    .await;
+    assert_tool_error(
+        &missing,
+        &["has no script `scripts/nope.py`", "scripts/greet.py"],
+    );
+}
+
+#[tokio::test]
+async fn run_script_takes_a_path_or_the_command_line_on_both_revisions() {
+    if !python_runtime() {
+        return;
+    }
+    let skills = python_skill("greeter", COMMAND_SKILL);
+    let dir = skills.path().to_str().unwrap();
+
+    let (session, _) = connect_stdio(&["--skills", dir, "--tools", "all"]).await;
+    by_path_and_command_line(&session).await;
+    session.cancel().await.unwrap();
+
+    let (_server, url) = serve_http(&["--skills", dir, "--tools", "all"]);
+    let stateless = connect_stateless(Recorder::default(), &url).await;
+    by_path_and_command_line(&stateless).await;
+    stateless.cancel().await.unwrap();
+
+    // The same over the raw 2026-07-28 wire, with the arguments as a model
+    // sends them.
+    let http = reqwest::Client::new();
+    let result = stateless_call(
+        &http,
+        &url,
+        "run_script",
+        json!({"skill": "greeter", "command": "python3 scripts/greet.py --name raw"}),
+        json!({}),
+    )
+    .await
+    .unwrap();
+    assert!(result.to_string().contains("hello raw"), "{result}");
+}
+
+#[test]
+fn the_bundled_data_skill_answers_with_its_python_script() {
+    if !python_runtime() {
+        return;
+    }
+    let examples = skillbox_e2e::examples();
+    let out = run(&[
+        "run-script",
+        "--workspace",
+        &examples,
+        "--script",
+        "data-peek/scripts/sample_rows.py",
+        "--",
+        "data/orders.csv",
+        "--where",
+        "paid=false",
+        "--rows",
+        "1",
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let sample: Value = serde_json::from_str(&out.stdout).unwrap();
+    let unpaid = std::fs::read_to_string(Path::new(&examples).join("data/orders.csv"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.split(',').nth(5) == Some("false"))
+        .count();
+    assert_eq!(sample["matched"], json!(unpaid), "{sample}");
+    assert_eq!(sample["rows"][0]["paid"], "false", "{sample}");
+
+    let unknown = run(&[
+        "run-script",
+        "--workspace",
+        &examples,
+        "--script",
+        "data-peek/scripts/sample_rows.py",
+        "--",
+        "data/orders.csv",
+        "--where",
+        "colour=red",
+    ]);
+    assert_eq!(unknown.code, 2, "{unknown:?}");
+    unknown.stderr_says(&["no column 'colour'", "order_id"]);
+}
