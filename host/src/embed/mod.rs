@@ -259,7 +259,7 @@ impl Skillbox {
                 exit_code: outcome.exit_code,
                 stdout: outcome.stdout,
                 stderr: outcome.stderr,
-                notes: reply.notes,
+                notes: reply.notes.into_iter().chain(reply.warnings).collect(),
                 usage: outcome.usage,
             }),
             Outcome::Value(_) => unreachable!("a script run returns a script outcome"),

@@ -241,11 +241,9 @@ impl Session {
                 let value = match &reply.outcome {
                     Outcome::Value(value) => value,
                     Outcome::Script(outcome) => {
-                        return Ok(host_tools::script_result(
-                            &self.server,
-                            outcome,
-                            &reply.notes,
-                        ));
+                        // What the host refused the script is a note too.
+                        let notes = [reply.notes.as_slice(), reply.warnings.as_slice()].concat();
+                        return Ok(host_tools::script_result(&self.server, outcome, &notes));
                     }
                 };
                 let hint = reply.tool.as_ref().and_then(|t| t.paging.as_deref());

@@ -268,6 +268,12 @@ pub fn new_store(
                 bytes: limits.workspace_bytes,
                 entries: limits.workspace_entries,
             },
+        )
+        .with_workspace_root(
+            grants
+                .workspace
+                .as_ref()
+                .and_then(|ws| std::fs::canonicalize(&ws.host_dir).ok()),
         ),
         limiter: CallLimiter::new(limits),
         deadline,

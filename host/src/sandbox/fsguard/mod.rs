@@ -29,7 +29,7 @@ use wasmtime_wasi::WasiView;
 use wasmtime_wasi::filesystem::{Descriptor as FsDescriptor, WasiFilesystemView};
 use wasmtime_wasi::p2::bindings::filesystem::preopens;
 use wasmtime_wasi::p2::bindings::filesystem::types::{
-    Descriptor, DescriptorFlags, ErrorCode, HostDescriptor, OpenFlags, PathFlags,
+    Descriptor, DescriptorFlags, DescriptorType, ErrorCode, HostDescriptor, OpenFlags, PathFlags,
 };
 use wasmtime_wasi::p2::{DynOutputStream, FsResult};
 
@@ -47,6 +47,8 @@ pub struct FsGuard {
     /// Descriptor handle (resource rep) -> the mount it was opened under.
     descriptors: HashMap<u32, Mount>,
     refusals: Vec<String>,
+    /// The workspace's real path, for the links made in it.
+    workspace_root: Option<std::path::PathBuf>,
 }
 
 impl FsGuard {
@@ -56,7 +58,15 @@ impl FsGuard {
             workspace: Budget::new(Mount::Workspace, workspace),
             descriptors: HashMap::new(),
             refusals: Vec::new(),
+            workspace_root: None,
         }
+    }
+
+    /// Names the workspace's folder on the host (canonical), so links made
+    /// in it can be checked to stay inside.
+    pub fn with_workspace_root(mut self, root: Option<std::path::PathBuf>) -> Self {
+        self.workspace_root = root;
+        self
     }
 
     /// Changes to protected folders the guest tried, in words.
@@ -255,6 +265,30 @@ pub fn shadow_filesystem<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Resu
         )| {
             Box::new(async move {
                 let state = store.data_mut();
+                // Opening a FIFO or a device blocks the host thread that
+                // opens it until someone else opens the other end, which
+                // may be never: such files are not opened at all.
+                let probe = Resource::new_borrow(fd.rep());
+                if let Ok(stat) = HostDescriptor::stat_at(
+                    &mut state.filesystem(),
+                    probe,
+                    path_flags,
+                    path.clone(),
+                )
+                .await
+                    && !matches!(
+                        stat.type_,
+                        DescriptorType::RegularFile
+                            | DescriptorType::Directory
+                            | DescriptorType::SymbolicLink
+                    )
+                {
+                    state.fs_guard().refusals.push(format!(
+                        "refused to open `{path}`: it is a FIFO, socket or device, which the \
+                         sandbox never opens (opening one can wait for ever); use a regular file"
+                    ));
+                    return refused(ErrorCode::NotPermitted);
+                }
                 let changes = oflags.intersects(OpenFlags::CREATE | OpenFlags::TRUNCATE)
                     || flags.intersects(DescriptorFlags::WRITE | DescriptorFlags::MUTATE_DIRECTORY);
                 if changes {
@@ -327,9 +361,14 @@ pub fn shadow_filesystem<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Resu
          (fd, target, link): (Resource<Descriptor>, String, String)| {
             Box::new(async move {
                 let state = store.data_mut();
+                let root = state.fs_guard().workspace_root.clone();
                 let check = |dir: &std::fs::File| {
                     protect::check_new_name(dir, &link)?;
-                    protect::check_link_target(&target)
+                    protect::check_link_target(&target)?;
+                    match &root {
+                        Some(root) => protect::check_link_inside(dir, &link, &target, root),
+                        None => Ok(()),
+                    }
                 };
                 if let Some(code) = guard(state, "link", &[(&fd, &check)]) {
                     return refused(code);

@@ -28,18 +28,45 @@ const SKILLS: &str = "skills";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Refusal {
     /// The protected part of the path, from the project folder on
-    /// (`.claude/skills/x/SKILL.md`): never a host path.
+    /// (`.claude/skills/x/SKILL.md`), or the guest's own text: never a
+    /// host path.
     pub shown: String,
+    pub reason: Reason,
+}
+
+/// Why a change was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reason {
+    /// It touches a project skill folder.
+    ProjectSkills,
+    /// A symbolic link whose target lies outside the workspace: the guest
+    /// cannot follow it, but the user's own tools would.
+    LinkOutside,
 }
 
 impl Refusal {
+    fn project(shown: String) -> Self {
+        Refusal {
+            shown,
+            reason: Reason::ProjectSkills,
+        }
+    }
+
     pub fn message(&self, action: &str) -> String {
-        format!(
-            "refused to {action} `{}`: a workspace's .agents/skills and .claude/skills folders \
-             are protected from tools, because --trust-project loads the skills found there. \
-             Write somewhere else in the workspace, or add the skill yourself",
-            self.shown
-        )
+        match self.reason {
+            Reason::ProjectSkills => format!(
+                "refused to {action} `{}`: a workspace's .agents/skills and .claude/skills \
+                 folders are protected from tools, because --trust-project loads the skills \
+                 found there. Write somewhere else in the workspace, or add the skill yourself",
+                self.shown
+            ),
+            Reason::LinkOutside => format!(
+                "refused to {action} `{}`: a symbolic link in the workspace must point inside \
+                 it, so that nothing the tool leaves behind leads the user's own programs \
+                 elsewhere",
+                self.shown
+            ),
+        }
     }
 }
 
@@ -57,7 +84,7 @@ pub enum Last {
 pub fn check_change(dir: &impl AsRawFd, path: &str, last: Last) -> Result<(), Refusal> {
     for candidate in candidates(dir, path, last) {
         if let Some(shown) = protected_part(&candidate) {
-            return Err(Refusal { shown });
+            return Err(Refusal::project(shown));
         }
     }
     Ok(())
@@ -68,9 +95,9 @@ pub fn check_change(dir: &impl AsRawFd, path: &str, last: Last) -> Result<(), Re
 pub fn check_new_name(dir: &impl AsRawFd, path: &str) -> Result<(), Refusal> {
     check_change(dir, path, Last::Link)?;
     match Path::new(path).file_name() {
-        Some(name) if is_project_folder(name) => Err(Refusal {
-            shown: name.to_string_lossy().into_owned(),
-        }),
+        Some(name) if is_project_folder(name) => {
+            Err(Refusal::project(name.to_string_lossy().into_owned()))
+        }
         _ => Ok(()),
     }
 }
@@ -82,11 +109,54 @@ pub fn check_link_target(target: &str) -> Result<(), Refusal> {
         .components()
         .find(|c| is_project_folder(c.as_os_str()))
     {
-        Some(folder) => Err(Refusal {
-            shown: folder.as_os_str().to_string_lossy().into_owned(),
-        }),
+        Some(folder) => Err(Refusal::project(
+            folder.as_os_str().to_string_lossy().into_owned(),
+        )),
         None => Ok(()),
     }
+}
+
+/// Whether a symbolic link `link` (under `dir`) to `target` stays inside
+/// `root`, the workspace's real path, judged by name.
+pub fn check_link_inside(
+    dir: &impl AsRawFd,
+    link: &str,
+    target: &str,
+    root: &Path,
+) -> Result<(), Refusal> {
+    let outside = || Refusal {
+        shown: format!("{link} -> {target}"),
+        reason: Reason::LinkOutside,
+    };
+    let target = Path::new(target);
+    if target.is_absolute() {
+        return Err(outside());
+    }
+    let Some(base) = fd_path(dir) else {
+        return Ok(());
+    };
+    let Ok(from_root) = base.strip_prefix(root) else {
+        return Err(outside());
+    };
+    let mut depth: Vec<&OsStr> = Vec::new();
+    let link_dir = Path::new(link).parent().unwrap_or(Path::new(""));
+    for part in from_root
+        .components()
+        .chain(link_dir.components())
+        .chain(target.components())
+    {
+        match part {
+            Component::ParentDir => {
+                if depth.pop().is_none() {
+                    return Err(outside());
+                }
+            }
+            Component::Normal(name) => depth.push(name),
+            Component::CurDir => {}
+            Component::RootDir | Component::Prefix(_) => return Err(outside()),
+        }
+    }
+    Ok(())
 }
 
 /// The host paths `path` may stand for: as written, and as resolved.
