@@ -14,6 +14,7 @@ starting with `skillbox:` after the traceback says why and what to do.
 import io
 import os
 import runpy
+import stat
 import sys
 import traceback
 
@@ -146,6 +147,15 @@ def hint(error):
         )
     if isinstance(error, OSError) and isinstance(error.filename, str):
         path = os.path.abspath(error.filename)
+        try:
+            mode = os.stat(path).st_mode
+        except OSError:
+            mode = None
+        if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            return (
+                f"`{error.filename}` is a FIFO, socket or device, which the sandbox never opens "
+                "(opening one can wait for ever). Use a regular file."
+            )
         mounts = [SKILL, SCRATCH] + [m for m in (WORKSPACE, PACKAGES) if os.path.isdir(m)]
         if not any(path == m or path.startswith(m + "/") for m in mounts):
             return (
@@ -170,10 +180,22 @@ def hint(error):
 _RUNTIME_FOLDER = os.path.dirname(__file__) + "/"
 
 
+# What the failure path needs, taken now: a script that replaces any of
+# these (`traceback.TracebackException = None`) must not break the report
+# of its own failure.
+_write = os.write
+_exit_with_code = wasi_exit.exit_with_code
+_TracebackException = traceback.TracebackException
+_StackSummary = traceback.StackSummary
+_abspath = os.path.abspath
+_isdir = os.path.isdir
+_dirname = os.path.dirname
+
+
 def _script_frames(summary):
     # The runtime's own frames (this runner, the bundled importer, runpy)
     # are not the script's concern.
-    summary.stack = traceback.StackSummary.from_list(
+    summary.stack = _StackSummary.from_list(
         [
             frame
             for frame in summary.stack
@@ -187,9 +209,18 @@ def _script_frames(summary):
 
 
 def _print_traceback(error):
-    summary = traceback.TracebackException.from_exception(error)
+    summary = _TracebackException.from_exception(error)
     _script_frames(summary)
     sys.stderr.write("".join(summary.format()))
+
+
+def _status(code):
+    """An exit status for `code`; a failing code never reads as success
+    (`sys.exit(256)` is 1 here, where a POSIX shell would see 0)."""
+    if code == 0:
+        return 0
+    status = code & 0xFF if -(2**31) <= code < 2**31 else 255
+    return status or 1
 
 
 def _exit_code(error):
@@ -197,15 +228,24 @@ def _exit_code(error):
     if code is None:
         return 0
     if isinstance(code, int):
-        return code & 0xFF
-    print(code, file=sys.stderr)
+        return _status(code)
+    try:
+        print(code, file=sys.stderr)
+    except BaseException:
+        pass
     return 1
 
 
+def _os_exit(code):
+    """`os._exit`: ends the run at once with `code`, as in CPython."""
+    _exit_with_code(_status(int(code)))
+
+
 def _run_script(args):
-    script = os.path.abspath(args[0])
+    script = _abspath(args[0])
     sys.argv = [args[0]] + list(args[1:])
-    sys.path[:0] = [os.path.dirname(script), SKILL] + ([PACKAGES] if os.path.isdir(PACKAGES) else [])
+    sys.path[:0] = [_dirname(script), SKILL] + ([PACKAGES] if _isdir(PACKAGES) else [])
+    os._exit = _os_exit
     runpy.run_path(script, run_name="__main__")
 
 
@@ -229,11 +269,18 @@ class Run(exports.Run):
         except SystemExit as error:
             code = _exit_code(error)
         except BaseException as error:
-            _print_traceback(error)
-            why = hint(error)
-            if why:
-                print(f"skillbox: {why}", file=sys.stderr)
             code = 1
+            try:
+                _print_traceback(error)
+                why = hint(error)
+                if why:
+                    print(f"skillbox: {why}", file=sys.stderr)
+            except BaseException:
+                _write(
+                    2,
+                    b"skillbox: the script failed, and its error could not be shown: it changed "
+                    b"or closed what Python reports errors with.\n",
+                )
         finally:
             for stream in (sys.stdout, sys.stderr):
                 try:
@@ -241,4 +288,4 @@ class Run(exports.Run):
                 except Exception:
                     pass
         if code != 0:
-            wasi_exit.exit_with_code(code)
+            _exit_with_code(code)

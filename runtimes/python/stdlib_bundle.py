@@ -80,6 +80,8 @@ _FINDER = _Bundle()
 
 
 def install():
-    """Serves the bundled modules after the built-in and frozen importers."""
+    """Serves the bundled modules last, after the path finder: a module of
+    the script's own folder shadows a standard one of the same name, as it
+    does in CPython (except for the modules the snapshot already holds)."""
     if _FINDER not in sys.meta_path:
-        sys.meta_path.insert(2, _FINDER)
+        sys.meta_path.append(_FINDER)

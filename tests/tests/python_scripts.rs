@@ -490,3 +490,92 @@ fn the_bundled_data_skill_answers_with_its_python_script() {
     assert_eq!(unknown.code, 2, "{unknown:?}");
     unknown.stderr_says(&["no column 'colour'", "order_id"]);
 }
+
+#[test]
+fn fifos_and_links_out_of_the_workspace_are_refused_and_exit_codes_hold() {
+    if !python_runtime() {
+        return;
+    }
+    let skills = python_skill(
+        "edges",
+        &[
+            ("skillbox.yaml", "grants:\n  workspace: write\n"),
+            (
+                "scripts/open.py",
+                "import sys\nprint(open(sys.argv[1]).read(10))\n",
+            ),
+            (
+                "scripts/link.py",
+                "import os, sys\nos.symlink(sys.argv[1], 'made-link')\nprint('linked')\n",
+            ),
+            (
+                "scripts/break.py",
+                "import sys, traceback\ntraceback.TracebackException = None\nif sys.argv[1] == 'close':\n    sys.stderr.close()\nraise ValueError('x')\n",
+            ),
+            (
+                "scripts/exit.py",
+                "import os, sys\nif sys.argv[1] == 'os':\n    os._exit(7)\nsys.exit(int(sys.argv[1]))\n",
+            ),
+        ],
+    );
+    let fifo = |path: &Path| {
+        let status = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .unwrap();
+        assert!(status.success());
+    };
+    fifo(&skills.path().join("edges/fifo"));
+    let ws = workspace(&[("a.txt", "a")]);
+    fifo(&ws.path().join("pipe"));
+    let ws_arg = ws.path().to_str().unwrap();
+    let write = [
+        "--workspace",
+        ws_arg,
+        "--allow-write",
+        "--timeout-ms",
+        "20000",
+    ];
+
+    // Opening a FIFO would hold a host thread until a writer came.
+    for target in ["/skill/fifo", "/workspace/pipe"] {
+        let out = run_script(skills.path(), "edges/scripts/open.py", &write, &[target]);
+        assert_eq!(out.code, 1, "{target}: {out:?}");
+        out.stderr_says(&["is a FIFO, socket or device, which the sandbox never opens"]);
+    }
+
+    // A link that leads out of the workspace is refused; one inside is not.
+    let out = run_script(
+        skills.path(),
+        "edges/scripts/link.py",
+        &write,
+        &["../../../etc/passwd"],
+    );
+    assert_eq!(out.code, 1, "{out:?}");
+    out.stderr_says(&["must point inside"]);
+    assert!(std::fs::symlink_metadata(ws.path().join("made-link")).is_err());
+    let out = run_script(skills.path(), "edges/scripts/link.py", &write, &["a.txt"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("made-link")).unwrap(),
+        "a"
+    );
+
+    // A script that breaks Python's error reporting still fails cleanly.
+    let out = run_script(skills.path(), "edges/scripts/break.py", &[], &["keep"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    out.stderr_says(&["ValueError: x"]);
+    assert!(!out.stderr.contains("runner.py"), "{out:?}");
+    let out = run_script(skills.path(), "edges/scripts/break.py", &[], &["close"]);
+    assert_eq!(out.code, 1, "{out:?}");
+    out.stderr_says(&["its error could not be shown"]);
+    assert!(
+        !out.stderr.contains("runner.py") && !out.stderr.contains("wasm trap"),
+        "{out:?}"
+    );
+
+    for (arg, code) in [("os", 7), ("256", 1), ("3", 3), ("0", 0)] {
+        let out = run_script(skills.path(), "edges/scripts/exit.py", &[], &[arg]);
+        assert_eq!(out.code, code, "exit {arg}: {out:?}");
+    }
+}

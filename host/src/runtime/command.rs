@@ -35,6 +35,11 @@ pub enum CommandError {
     InlineCode(String),
     #[error("`{0}` is followed by no script; give one, e.g. `{0} scripts/x.py`.")]
     NoScript(String),
+    #[error(
+        "the command line has more than one line; give one command, and run the next as its \
+         own run_script call."
+    )]
+    Lines,
 }
 
 /// Interpreters whose next word is the script.
@@ -50,6 +55,10 @@ const PYTHON_FLAGS_WITH_VALUE: &[&str] = &["-X", "-W"];
 
 /// Splits `line` and finds the script it runs.
 pub fn parse(line: &str) -> Result<ScriptCommand, CommandError> {
+    let line = line.trim_end_matches(['\r', '\n']);
+    if line.contains(['\n', '\r']) {
+        return Err(CommandError::Lines);
+    }
     let mut words = split(line)?.into_iter().peekable();
     // `uv run python x.py` and `uv run x.py` run the same script.
     if words.peek().is_some_and(|w| w == "uv") {
@@ -64,7 +73,7 @@ pub fn parse(line: &str) -> Result<ScriptCommand, CommandError> {
         let mut module = None;
         let mut script = None;
         while let Some(word) = words.next() {
-            if PYTHON_FLAGS.contains(&word.as_str()) {
+            if PYTHON_FLAGS.contains(&word.as_str()) || word == "--" {
                 continue;
             }
             if PYTHON_FLAGS_WITH_VALUE.contains(&word.as_str()) {
@@ -118,10 +127,10 @@ fn skill_relative(path: &str) -> String {
         rest = tail;
     }
     rest = rest.strip_prefix("/skill/").unwrap_or(rest);
-    while let Some(tail) = rest.strip_prefix("./") {
-        rest = tail;
-    }
-    rest.to_string()
+    rest.split('/')
+        .filter(|part| *part != "." && !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 /// Words as a POSIX shell would split them, refusing what only a shell
@@ -240,6 +249,10 @@ mod tests {
             parsed("bash scripts/setup.sh"),
             ("scripts/setup.sh".into(), vec![])
         );
+        assert_eq!(
+            parsed("python3 -- scripts/./x.py\r\n"),
+            ("scripts/x.py".into(), vec![])
+        );
     }
 
     #[test]
@@ -261,6 +274,10 @@ mod tests {
         );
         assert_eq!(parse("python 'x"), Err(CommandError::UnclosedQuote));
         assert_eq!(parse("  "), Err(CommandError::Empty));
+        assert_eq!(
+            parse("python3 a.py\npython3 ../x.py"),
+            Err(CommandError::Lines)
+        );
         assert_eq!(
             parse("python3 -u"),
             Err(CommandError::NoScript("python3".into()))

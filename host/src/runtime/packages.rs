@@ -47,8 +47,8 @@ pub enum PrepareError {
     Unpinned(String),
     #[error(
         "`{0}` has no wheel that runs here: the sandbox runs only pure-Python packages \
-         (wheels tagged py3-none-any), and this one is compiled code or only a source \
-         archive. Nothing was installed."
+         (wheels tagged py3-none-any), and the index has none for it (no such version, or \
+         only compiled wheels or a source archive). Nothing was installed."
     )]
     /// A requirement with no pure-Python wheel.
     NotPure(String),
@@ -212,6 +212,9 @@ fn pip_install(site: &Path, requirements: &[String]) -> Result<(), PrepareError>
         .arg(site)
         .arg("--")
         .args(requirements)
+        // An empty folder: nothing there that pip could take for a
+        // requirement's source.
+        .current_dir(site)
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|_| PrepareError::NoPip)?;
@@ -270,9 +273,11 @@ fn verify(site: &Path) -> Result<(Vec<String>, usize), PrepareError> {
             let inside = !file.starts_with('/')
                 && !file.split('/').any(|part| part == ".." || part.is_empty());
             if !inside {
-                // pip lists console scripts it placed outside --target as
-                // `../../bin/x`; nothing outside the folder is mounted.
-                if file.starts_with("../") {
+                // pip lists console scripts as `../../bin/x` and, with
+                // --target, writes them to `bin/x` (rewritten, so not the
+                // wheel's bytes); they are never imported.
+                if let Some(script) = file.strip_prefix("../../bin/") {
+                    listed.insert(format!("bin/{script}"));
                     continue;
                 }
                 return Err(bad("a path outside the packages folder"));
@@ -386,6 +391,12 @@ mod tests {
         assert!(check_pinned("defusedxml==0.7.1").is_ok());
         assert!(check_pinned("python-dateutil==2.9.0.post0").is_ok());
         for bad in [
+            ".evil==1",
+            "./evil==1",
+            "evil.==1",
+            "-r==1",
+            "x==.1",
+            "x[../a]==1",
             "defusedxml",
             "defusedxml>=0.7",
             "x==1; os_name=='nt'",

@@ -291,14 +291,33 @@ pub enum RequirementProblem {
 /// with plain characters (no URL, option or marker pip would act on), of
 /// a distribution that is not compiled code.
 pub fn python_requirement(requirement: &str) -> Result<(), RequirementProblem> {
-    let plain = |s: &str, extra: &str| {
-        !s.is_empty()
+    // A distribution name as PEP 508 spells it: letters and digits at both
+    // ends, `.`, `_` and `-` inside. Anything else (`.x`, `./x`, `-r`) pip
+    // would read as a path or an option.
+    let is_name = |s: &str| {
+        let ends = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+        ends(s.chars().next())
+            && ends(s.chars().last())
             && s.chars()
-                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c) || extra.contains(c))
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    };
+    let with_extras = |s: &str| match s.split_once('[') {
+        None => is_name(s),
+        Some((name, extras)) => {
+            is_name(name)
+                && extras
+                    .strip_suffix(']')
+                    .is_some_and(|list| list.split(',').all(is_name))
+        }
+    };
+    let is_version = |s: &str| {
+        s.chars().next().is_some_and(|c| c.is_ascii_digit())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || ".+!-_".contains(c))
     };
     let (name, _) = requirement
         .split_once("==")
-        .filter(|(name, version)| plain(name, "[],") && plain(version, "+!"))
+        .filter(|(name, version)| with_extras(name) && is_version(version))
         .ok_or(RequirementProblem::Unpinned)?;
     let base = name
         .split('[')
