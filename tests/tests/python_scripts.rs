@@ -579,3 +579,28 @@ fn fifos_and_links_out_of_the_workspace_are_refused_and_exit_codes_hold() {
         assert_eq!(out.code, code, "exit {arg}: {out:?}");
     }
 }
+
+#[test]
+fn a_missing_or_damaged_runtime_says_how_to_install_it() {
+    let skills = python_skill("plain", &[("scripts/hi.py", "print('hi')\n")]);
+    let damaged = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(damaged.path(), "not a component").unwrap();
+    for (runtime, says) in [
+        ("", "which is not installed here"),
+        (damaged.path().to_str().unwrap(), "could not be loaded"),
+    ] {
+        let out: Run = skillbox_e2e::skillbox()
+            .args(["run-script", "--skills", skills.path().to_str().unwrap()])
+            .args(["--script", "plain/scripts/hi.py"])
+            .env("SKILLBOX_PYTHON_RUNTIME", runtime)
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(out.code, 1, "{out:?}");
+        out.stderr_says(&[says, "scripts/install"]);
+        assert!(
+            !out.stderr.contains(damaged.path().to_str().unwrap()),
+            "{out:?}"
+        );
+    }
+}

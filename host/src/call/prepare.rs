@@ -230,7 +230,15 @@ impl Host {
                 let loaded = tokio::task::spawn_blocking(move || sandbox.load_file(&path))
                     .await
                     .map_err(|_| SandboxError::Host("the loader stopped".into()))?
-                    .map_err(|e| cannot(format!("the Python runtime could not be loaded: {e}")))?;
+                    .map_err(|_| {
+                        cannot(
+                            "skillbox's Python runtime is installed but could not be loaded \
+                             (it is damaged, or not a runtime of this version). The user can \
+                             install it again with scripts/install (scripts/build-runtimes in a \
+                             source checkout)."
+                                .into(),
+                        )
+                    })?;
                 Ok(Some(Prepared {
                     skill: skill.clone(),
                     tool: None,

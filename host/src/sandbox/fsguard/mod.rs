@@ -265,17 +265,20 @@ pub fn shadow_filesystem<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Resu
         )| {
             Box::new(async move {
                 let state = store.data_mut();
-                // Opening a FIFO or a device blocks the host thread that
-                // opens it until someone else opens the other end, which
-                // may be never: such files are not opened at all.
+                // One stat serves both checks below. Opening a FIFO or a
+                // device blocks the host thread that opens it until someone
+                // else opens the other end, which may be never: such files
+                // are not opened at all.
                 let probe = Resource::new_borrow(fd.rep());
-                if let Ok(stat) = HostDescriptor::stat_at(
+                let existing = HostDescriptor::stat_at(
                     &mut state.filesystem(),
                     probe,
                     path_flags,
                     path.clone(),
                 )
                 .await
+                .ok();
+                if let Some(stat) = &existing
                     && !matches!(
                         stat.type_,
                         DescriptorType::RegularFile
@@ -305,19 +308,9 @@ pub fn shadow_filesystem<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Resu
                 let mount = state.fs_guard().mount_of(&fd);
                 if let Some(budget) = state.fs_guard().budget_of(&fd)
                     && oflags.contains(OpenFlags::CREATE)
+                    && existing.is_none()
                 {
-                    let probe = Resource::new_borrow(fd.rep());
-                    let exists = HostDescriptor::stat_at(
-                        &mut state.filesystem(),
-                        probe,
-                        path_flags,
-                        path.clone(),
-                    )
-                    .await
-                    .is_ok();
-                    if !exists {
-                        spend(Some(&budget), QuotaKind::Entries, 1)?;
-                    }
+                    spend(Some(&budget), QuotaKind::Entries, 1)?;
                 }
                 let opened = HostDescriptor::open_at(
                     &mut state.filesystem(),
