@@ -56,3 +56,9 @@ pub fn installed(override_var: &str, rel: &str, found: impl Fn(&Path) -> bool) -
 pub fn data_dir() -> Option<PathBuf> {
     user_dir("SKILLBOX_DATA_DIR", "XDG_DATA_HOME", ".local/share")
 }
+
+/// The user's configuration folder: `$SKILLBOX_CONFIG_DIR`,
+/// `$XDG_CONFIG_HOME/skillbox` or `~/.config/skillbox` (the trusted keys).
+pub fn config_dir() -> Option<PathBuf> {
+    user_dir("SKILLBOX_CONFIG_DIR", "XDG_CONFIG_HOME", ".config")
+}

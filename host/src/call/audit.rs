@@ -23,6 +23,12 @@ pub struct Record {
     pub source: Option<String>,
     pub component: Option<String>,
     pub component_digest: Option<String>,
+    /// An installed skill's locked resolution (`oci://…@sha256:…`,
+    /// `git+…@COMMIT`) and signer (`minisign:KEYID`, or `unsigned`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skill_resolved: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skill_signer: Option<String>,
     pub grants: Option<String>,
     pub argument_bytes: usize,
     /// `ok`, or the error's code (`timeout`, `invalid_arguments`, …).

@@ -345,6 +345,7 @@ impl Host {
         fuel: Option<u64>,
         network: &[crate::sandbox::NetRequest],
     ) {
+        let provenance = call.skill.and_then(|s| s.provenance.as_deref());
         let record = Record {
             time: now_rfc3339(),
             client: call.client.clone(),
@@ -353,6 +354,8 @@ impl Host {
             source: call.skill.map(|s| s.source.as_str().to_string()),
             component: call.component.map(|(path, _)| path.to_string()),
             component_digest: call.component.map(|(_, digest)| digest.to_string()),
+            skill_resolved: provenance.map(|p| p.resolved.clone()),
+            skill_signer: provenance.map(|p| p.signer_label().to_string()),
             grants: call.grants.clone(),
             argument_bytes: call.argument_bytes,
             outcome: outcome.to_string(),

@@ -358,6 +358,17 @@ fn python_usage(path: &str) -> String {
 /// limit requests were clamped to the user's ceilings.
 fn grant_and_limit_notes(skill: &Skill, user: &policy::UserPolicy) -> Vec<String> {
     let mut notes = policy::grants(skill, user, None).notes;
+    if let Some(p) = &skill.provenance {
+        notes.push(format!(
+            "installed from {} ({}), {}",
+            p.reference,
+            p.resolved,
+            match &p.signer {
+                Some(signer) => format!("signed by {signer}"),
+                None => "unsigned".into(),
+            }
+        ));
+    }
     if let Some(m) = &skill.manifest {
         let mut limits = crate::sandbox::Limits::default();
         notes.extend(

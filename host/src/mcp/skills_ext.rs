@@ -39,12 +39,27 @@ pub fn entry(skill: &Skill) -> SkillEntry {
         .iter()
         .map(|f| SkillResource::new(uri(skill.name(), &f.path), f.digest.clone(), f.size))
         .collect();
-    SkillEntry::new(
+    let entry = SkillEntry::new(
         uri(skill.name(), SKILL_FILE),
         frontmatter,
         SkillResources::Files(files),
-    )
+    );
+    match &skill.provenance {
+        Some(provenance) => {
+            let mut meta = JsonObject::new();
+            meta.insert(
+                PROVENANCE_META_KEY.into(),
+                serde_json::to_value(provenance.as_ref()).unwrap_or_default(),
+            );
+            entry.with_meta(rmcp::model::MetaObject(meta))
+        }
+        None => entry,
+    }
 }
+
+/// Where an installed skill came from (reference, resolved digest or
+/// commit, content digest, signer), in a listed skill's `_meta`.
+pub const PROVENANCE_META_KEY: &str = "io.skillbox/provenance";
 
 fn parse_cursor(cursor: Option<&str>) -> Result<usize, McpError> {
     cursor.map_or(Ok(0), |c| {

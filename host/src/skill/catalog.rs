@@ -8,6 +8,7 @@ use std::sync::{Arc, OnceLock};
 use super::diagnostic::Diagnostic;
 use super::discover;
 use super::frontmatter::Strictness;
+use super::lock::{self, LockEntry, LockFile, Provenance};
 use super::model::{self, Skill};
 use super::resident::{self, Resident};
 use super::search;
@@ -54,6 +55,7 @@ impl Catalog {
         for source in sources {
             let (dirs, diags) = discover::skill_dirs(&source.root, limits);
             catalog.diagnostics.extend(diags);
+            let locks = Locks::of(&source.root, &mut catalog.diagnostics);
             for dir in dirs {
                 if !source.trusted {
                     catalog.diagnostics.push(Diagnostic::warning(
@@ -67,7 +69,11 @@ impl Catalog {
                     catalog.untrusted.push(dir);
                     continue;
                 }
-                found.push((dir, source));
+                match locks.admit(&source.root, &dir) {
+                    Admission::Refused(diagnostic) => catalog.diagnostics.push(diagnostic),
+                    Admission::Locked(entry) => found.push((dir, source, Some(entry))),
+                    Admission::Unlocked => found.push((dir, source, None)),
+                }
             }
         }
         // Reading and hashing each skill's files is independent work; the
@@ -75,7 +81,10 @@ impl Catalog {
         use rayon::prelude::*;
         let loaded: Vec<_> = found
             .par_iter()
-            .map(|(dir, source)| model::load(dir, source, Strictness::Lenient))
+            .map(|(dir, source, locked)| match locked {
+                None => model::load(dir, source, Strictness::Lenient),
+                Some(entry) => load_locked(dir, source, entry),
+            })
             .collect();
         for (skill, diags) in loaded {
             catalog.diagnostics.extend(diags);
@@ -177,5 +186,121 @@ impl Catalog {
 
     pub fn is_empty(&self) -> bool {
         self.skills.is_empty()
+    }
+}
+
+/// The lock of one source folder, as the catalog applies it.
+enum Locks {
+    /// No lock, or one that is read.
+    Read {
+        lock: LockFile,
+        /// The skill an interrupted install left pending.
+        pending: Option<String>,
+    },
+    /// A lock that cannot be read: nothing in the source is trusted to be
+    /// what was installed, so nothing in it loads.
+    Broken,
+}
+
+enum Admission {
+    Unlocked,
+    Locked(Arc<LockEntry>),
+    Refused(Diagnostic),
+}
+
+impl Locks {
+    fn of(root: &std::path::Path, diagnostics: &mut Vec<Diagnostic>) -> Locks {
+        match LockFile::read(root) {
+            Ok(lock) => Locks::Read {
+                lock,
+                pending: lock::pending_install(root),
+            },
+            Err(e) => {
+                diagnostics.push(Diagnostic::error(
+                    root.join(lock::LOCK_FILE),
+                    "lock-unreadable",
+                    format!("{e}; no skill in this folder is loaded until it is fixed"),
+                ));
+                Locks::Broken
+            }
+        }
+    }
+
+    /// Whether the skill folder `dir` found in the source at `root` loads,
+    /// and against which lock entry.
+    fn admit(&self, root: &std::path::Path, dir: &std::path::Path) -> Admission {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let directly_below = dir.parent() == Some(root);
+        match self {
+            Locks::Broken => Admission::Refused(Diagnostic::error(
+                dir,
+                "lock-unreadable",
+                format!(
+                    "skill `{name}` not loaded: its folder's {} cannot be read",
+                    lock::LOCK_FILE
+                ),
+            )),
+            Locks::Read { pending, .. } if directly_below && pending.as_deref() == Some(&name) => {
+                Admission::Refused(Diagnostic::error(
+                    dir,
+                    "install-interrupted",
+                    format!(
+                        "skill `{name}` not loaded: an install of it was interrupted; run `skillbox sync` to finish or undo it"
+                    ),
+                ))
+            }
+            Locks::Read { lock, .. } if directly_below => match lock.skills.get(&name) {
+                Some(entry) => Admission::Locked(Arc::new(entry.clone())),
+                None => Admission::Unlocked,
+            },
+            Locks::Read { .. } => Admission::Unlocked,
+        }
+    }
+}
+
+/// Loads an installed skill only if its folder holds exactly the files its
+/// lock entry names.
+fn load_locked(
+    dir: &std::path::Path,
+    source: &Source,
+    entry: &LockEntry,
+) -> (Option<Skill>, Vec<Diagnostic>) {
+    let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    match lock::drift(entry, dir) {
+        Ok(drift) if drift.is_clean() => {
+            let (skill, diagnostics) = model::load(dir, source, Strictness::Lenient);
+            let skill = skill.map(|mut skill| {
+                skill.provenance = Some(Arc::new(Provenance::of(entry)));
+                skill
+            });
+            (skill, diagnostics)
+        }
+        Ok(drift) => (
+            None,
+            vec![Diagnostic::error(
+                dir,
+                "locked-skill-changed",
+                format!(
+                    "installed skill `{name}` no longer matches {}: {}; it is not loaded. Run `skillbox sync` to restore it from {}, or `skillbox remove {name}`",
+                    lock::LOCK_FILE,
+                    drift.describe(),
+                    entry.resolved
+                ),
+            )],
+        ),
+        Err(e) => (
+            None,
+            vec![Diagnostic::error(
+                dir,
+                "locked-skill-unreadable",
+                format!(
+                    "installed skill `{name}` cannot be checked against {}: {e}",
+                    lock::LOCK_FILE
+                ),
+            )],
+        ),
     }
 }

@@ -22,6 +22,7 @@ pub mod fileset;
 pub mod fingerprint;
 pub mod frontmatter;
 pub mod invoke;
+pub mod lock;
 pub mod manifest;
 pub mod meta;
 pub mod model;

@@ -39,6 +39,9 @@ pub struct Skill {
     pub references: Vec<String>,
     /// The frontmatter as written (every key), as JSON.
     pub frontmatter: serde_json::Value,
+    /// Where an installed skill came from, from its source's lock; `None`
+    /// for a folder no `skillbox add` installed.
+    pub provenance: Option<Arc<super::lock::Provenance>>,
     /// Every file the skill serves, with its digest: computed on first use
     /// (it reads every file) and kept with this catalog's skill.
     served_files: Arc<OnceLock<Arc<Vec<SkillFile>>>>,
@@ -291,6 +294,7 @@ pub fn load(
         components,
         references: handle.list_files("references", MAX_REFERENCES),
         frontmatter: serde_json::to_value(&fm.mapping).unwrap_or_default(),
+        provenance: None,
         served_files: Arc::default(),
     };
     (Some(skill), diagnostics)

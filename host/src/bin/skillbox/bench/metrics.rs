@@ -60,6 +60,8 @@ fn record(tool: &str) -> Record {
         source: Some("explicit".into()),
         component: Some("tools/bench.wasm".into()),
         component_digest: None,
+        skill_resolved: None,
+        skill_signer: None,
         grants: None,
         argument_bytes: 2,
         outcome: "ok".into(),
