@@ -70,6 +70,8 @@ pub mod agent;
 mod author;
 mod call;
 mod dirs;
+#[cfg(feature = "distribute")]
+mod distribute;
 mod embed;
 #[cfg(feature = "mcp")]
 pub mod mcp;
@@ -105,6 +107,23 @@ pub mod unstable {
             NativeCode, NewSkill, TOOL_CRATE, ToolLanguage, build, created_here, new_skill,
             tool_language,
         };
+    }
+    /// Publishing, installing and verifying skills (`publish`, `add`,
+    /// `sync`, `update`, `remove`, `key new`).
+    #[cfg(feature = "distribute")]
+    pub mod distribute {
+        pub use crate::distribute::install::Recovery;
+        pub use crate::distribute::lifecycle::{
+            SyncItem, permissions_of, plan, plan_update, remove, sync,
+        };
+        pub use crate::distribute::permissions::Permissions;
+        pub use crate::distribute::publish::{Published, publish};
+        pub use crate::distribute::reference::{OciRef, SkillRef};
+        pub use crate::distribute::registry::RegistryOptions;
+        pub use crate::distribute::sign::{
+            SigningKey, TrustedKeys, new_key_pair, trusted_keys_dir,
+        };
+        pub use crate::distribute::{DistributeError, Plan, Settings};
     }
     /// The call path's pieces the benchmarks measure.
     pub mod call {
@@ -148,6 +167,9 @@ pub mod unstable {
         }
         pub mod invoke {
             pub use crate::skill::invoke::{parse, render, resolve};
+        }
+        pub mod lock {
+            pub use crate::skill::lock::{LOCK_FILE, LockEntry, LockFile, Provenance, Signer};
         }
         pub mod policy {
             pub use crate::skill::policy::{

@@ -10,6 +10,7 @@ use serde_json::Value;
 pub mod fake_model;
 pub mod issuer;
 pub mod mcp;
+pub mod registry;
 
 /// The repository root.
 pub fn repo() -> PathBuf {

@@ -21,6 +21,7 @@ const LAYERS: &[(&str, u8)] = &[
     ("sandbox", 1),
     ("skill", 2),
     ("author", 3),
+    ("distribute", 3),
     ("runtime", 3),
     ("call", 4),
     ("embed", 5),

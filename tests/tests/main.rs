@@ -10,6 +10,7 @@
 mod agent;
 mod authoring;
 mod cli;
+mod distribution;
 mod foreign;
 mod host_boundary;
 mod layering;

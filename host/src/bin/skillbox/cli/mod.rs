@@ -6,6 +6,7 @@
 mod agent;
 mod author;
 mod compile;
+mod distribute;
 mod flags;
 mod prepare;
 mod serve;
@@ -73,6 +74,24 @@ enum Command {
     /// Compile every skill's components into the compiled-code cache ahead
     /// of time (for images and CI), so no first call waits for a compile.
     Compile(compile::CompileArgs),
+    /// Push a skill to an OCI registry as an artifact, signed with --key.
+    ///
+    /// Prints the manifest digest on stdout.
+    Publish(distribute::PublishArgs),
+    /// Make a minisign signing key pair for publish --key.
+    #[command(subcommand)]
+    Key(distribute::KeyCommand),
+    /// Install a skill from an OCI registry or a git repository: verified,
+    /// checked, shown, and pinned in skillbox.lock.
+    Add(distribute::AddArgs),
+    /// Check every installed skill against skillbox.lock, offline, and
+    /// restore what drifted (--check only reports).
+    Sync(distribute::SyncArgs),
+    /// Move installed skills to what their tag or branch names now,
+    /// showing what each would newly be allowed to do.
+    Update(distribute::UpdateArgs),
+    /// Uninstall a skill and drop its lock entry.
+    Remove(distribute::RemoveArgs),
     /// Measure the fixed cost of a sandboxed call and of compiling.
     Bench(crate::bench::BenchArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish,
@@ -182,6 +201,12 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Compile(args) => compile::run(args),
         Command::New(command) => author::new(command),
         Command::Build(args) => author::build_skill(args),
+        Command::Publish(args) => distribute::publish(args),
+        Command::Key(command) => distribute::key(command),
+        Command::Add(args) => distribute::add(args),
+        Command::Sync(args) => distribute::sync(args),
+        Command::Update(args) => distribute::update(args),
+        Command::Remove(args) => distribute::remove(args),
         Command::Bench(args) => crate::bench::run(args).map_err(CliError::Other),
         Command::Completions { shell } => {
             let mut command = <Cli as clap::CommandFactory>::command();

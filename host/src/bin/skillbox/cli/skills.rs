@@ -97,6 +97,7 @@ fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
                     "tier1_tokens": tokens::count(&catalog_entry(s)),
                     "model_invocable": s.model_invocable(),
                     "user_invocable": s.user_invocable(),
+                    "provenance": s.provenance,
                 })
             })
             .collect();
@@ -107,7 +108,7 @@ fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
         }));
         return Ok(ExitCode::SUCCESS);
     }
-    let rows: Vec<[String; 8]> = catalog
+    let rows: Vec<[String; 9]> = catalog
         .skills()
         .map(|s| {
             let warned = catalog
@@ -122,13 +123,14 @@ fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
                 s.script_names().len().to_string(),
                 tokens::count(&catalog_entry(s)).to_string(),
                 if warned { "warnings" } else { "ok" }.to_string(),
+                origin(s),
                 s.dir.display().to_string(),
             ]
         })
         .collect();
     print_table(
         &[
-            "NAME", "SOURCE", "TRUST", "TOOLS", "SCRIPTS", "TIER-1", "STATUS", "FOLDER",
+            "NAME", "SOURCE", "TRUST", "TOOLS", "SCRIPTS", "TIER-1", "STATUS", "ORIGIN", "FOLDER",
         ],
         &rows,
     );
@@ -142,6 +144,20 @@ fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where an installed skill came from: its pinned reference (the digest
+/// shortened to 12 digits) and its signer, or `unsigned`; `-` for a folder
+/// no `skillbox add` installed.
+fn origin(skill: &Skill) -> String {
+    let Some(p) = &skill.provenance else {
+        return "-".into();
+    };
+    let pinned = match p.resolved.split_once("@sha256:") {
+        Some((repo, hex)) => format!("{repo}@sha256:{}", &hex[..hex.len().min(12)]),
+        None => p.resolved.clone(),
+    };
+    format!("{pinned} {}", p.signer_label())
 }
 
 /// Left-aligned columns sized to their widest cell.

@@ -1,0 +1,209 @@
+//! What a skill asks to be allowed, as `add` shows it before installing
+//! and `update` compares it across versions.
+//!
+//! Only the user's policy turns a request into a grant, but a request is
+//! what a user weighs when deciding to install: a new version that asks
+//! for the network or for write access deserves a second look.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::skill::Skill;
+use crate::skill::manifest::{Effect, WorkspaceAccess};
+
+/// Everything one version of a skill asks for.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Permissions {
+    /// `component:function` (or `component:*` for every export) and its
+    /// effect.
+    pub tools: BTreeMap<String, Effect>,
+    pub scripts: BTreeSet<String>,
+    pub workspace: WorkspaceAccess,
+    pub network: BTreeSet<String>,
+    pub env: BTreeSet<String>,
+    /// Limits the manifest raises, by name (`timeout_ms`, `fuel`,
+    /// `memory_mib`, `output_bytes`).
+    pub limits: BTreeMap<String, u64>,
+}
+
+impl Permissions {
+    pub fn of(skill: &Skill) -> Permissions {
+        let mut permissions = Permissions {
+            scripts: skill.script_names().into_iter().collect(),
+            ..Permissions::default()
+        };
+        let Some(manifest) = &skill.manifest else {
+            return permissions;
+        };
+        for tool in &manifest.tools {
+            if tool.functions.is_empty() {
+                permissions
+                    .tools
+                    .insert(format!("{}:*", tool.component), Effect::Read);
+            }
+            for (function, spec) in &tool.functions {
+                permissions
+                    .tools
+                    .insert(format!("{}:{function}", tool.component), spec.effect);
+            }
+        }
+        permissions.workspace = manifest.grants.workspace;
+        permissions.network = manifest.grants.network.iter().cloned().collect();
+        permissions.env = manifest.grants.env.iter().cloned().collect();
+        let limits = &manifest.limits;
+        for (name, value) in [
+            ("timeout_ms", limits.timeout_ms),
+            ("fuel", limits.fuel),
+            ("memory_mib", limits.memory_mib),
+            ("output_bytes", limits.output_bytes.map(|b| b as u64)),
+        ] {
+            if let Some(value) = value {
+                permissions.limits.insert(name.into(), value);
+            }
+        }
+        permissions
+    }
+
+    /// One line per thing asked for, for a person to read.
+    pub fn lines(&self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if self.tools.is_empty() {
+            lines.push("tools: none".into());
+        }
+        for (tool, effect) in &self.tools {
+            lines.push(format!("tool {tool} ({})", effect_name(*effect)));
+        }
+        for script in &self.scripts {
+            lines.push(format!("script {script}"));
+        }
+        lines.push(format!("workspace: {}", workspace_name(self.workspace)));
+        lines.push(match self.network.is_empty() {
+            true => "network: none".into(),
+            false => format!("network: {}", join(&self.network)),
+        });
+        lines.push(match self.env.is_empty() {
+            true => "environment: none".into(),
+            false => format!("environment: {}", join(&self.env)),
+        });
+        for (name, value) in &self.limits {
+            lines.push(format!("limit {name}: {value}"));
+        }
+        lines
+    }
+
+    /// What `new` may do that `self` may not: new tools, effects that grew,
+    /// scripts, workspace access, network hosts, environment keys and
+    /// higher limits. Empty when `new` asks for nothing more.
+    pub fn widened_by(&self, new: &Permissions) -> Vec<String> {
+        let mut wider = Vec::new();
+        for (tool, effect) in &new.tools {
+            match self.tools.get(tool) {
+                None => wider.push(format!("new tool {tool} ({})", effect_name(*effect))),
+                Some(old) if rank(*effect) > rank(*old) => wider.push(format!(
+                    "tool {tool}: {} -> {}",
+                    effect_name(*old),
+                    effect_name(*effect)
+                )),
+                Some(_) => {}
+            }
+        }
+        for script in new.scripts.difference(&self.scripts) {
+            wider.push(format!("new script {script}"));
+        }
+        if workspace_rank(new.workspace) > workspace_rank(self.workspace) {
+            wider.push(format!(
+                "workspace: {} -> {}",
+                workspace_name(self.workspace),
+                workspace_name(new.workspace)
+            ));
+        }
+        for host in new.network.difference(&self.network) {
+            wider.push(format!("new network host {host}"));
+        }
+        for key in new.env.difference(&self.env) {
+            wider.push(format!("new environment key {key}"));
+        }
+        for (name, value) in &new.limits {
+            match self.limits.get(name) {
+                Some(old) if old >= value => {}
+                Some(old) => wider.push(format!("limit {name}: {old} -> {value}")),
+                None => wider.push(format!("limit {name}: default -> {value}")),
+            }
+        }
+        wider
+    }
+}
+
+fn join(set: &BTreeSet<String>) -> String {
+    set.iter().cloned().collect::<Vec<_>>().join(", ")
+}
+
+fn rank(effect: Effect) -> u8 {
+    match effect {
+        Effect::Read => 0,
+        Effect::Write => 1,
+        Effect::Destructive => 2,
+    }
+}
+
+fn effect_name(effect: Effect) -> &'static str {
+    match effect {
+        Effect::Read => "read",
+        Effect::Write => "write",
+        Effect::Destructive => "destructive",
+    }
+}
+
+fn workspace_rank(access: WorkspaceAccess) -> u8 {
+    match access {
+        WorkspaceAccess::None => 0,
+        WorkspaceAccess::Read => 1,
+        WorkspaceAccess::Write => 2,
+    }
+}
+
+fn workspace_name(access: WorkspaceAccess) -> &'static str {
+    match access {
+        WorkspaceAccess::None => "none",
+        WorkspaceAccess::Read => "read",
+        WorkspaceAccess::Write => "write",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_what_grows_is_a_widening() {
+        let mut old = Permissions::default();
+        old.tools.insert("tools/t.wasm:a".into(), Effect::Write);
+        old.network.insert("api.example".into());
+        old.limits.insert("fuel".into(), 10);
+        let mut new = old.clone();
+        assert!(old.widened_by(&new).is_empty());
+        new.tools
+            .insert("tools/t.wasm:a".into(), Effect::Destructive);
+        new.tools.insert("tools/t.wasm:b".into(), Effect::Read);
+        new.workspace = WorkspaceAccess::Write;
+        new.network.insert("evil.example".into());
+        new.env.insert("TOKEN".into());
+        new.limits.insert("fuel".into(), 20);
+        new.limits.insert("memory_mib".into(), 256);
+        assert_eq!(
+            old.widened_by(&new),
+            [
+                "tool tools/t.wasm:a: write -> destructive",
+                "new tool tools/t.wasm:b (read)",
+                "workspace: none -> write",
+                "new network host evil.example",
+                "new environment key TOKEN",
+                "limit fuel: 10 -> 20",
+                "limit memory_mib: default -> 256",
+            ]
+        );
+        // Narrowing is never a widening.
+        assert!(new.widened_by(&old).is_empty());
+    }
+}

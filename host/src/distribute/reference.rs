@@ -1,0 +1,294 @@
+//! What `skillbox add` is given: `oci://HOST[:PORT]/REPO[:TAG][@sha256:…]`
+//! or `git+URL[@REV][#path=SUBDIR]`.
+
+use std::fmt;
+
+/// Where a skill is fetched from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SkillRef {
+    Oci(OciRef),
+    Git(GitRef),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OciRef {
+    /// `host[:port]`.
+    pub registry: String,
+    pub repository: String,
+    /// `None` with a digest; `latest` when neither is given.
+    pub tag: Option<String>,
+    /// `sha256:<64 hex>`.
+    pub digest: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GitRef {
+    /// `https://…`, `ssh://…`, `file://…` (`http://` only to loopback).
+    pub url: String,
+    /// A commit, branch or tag; `None` is the remote's HEAD.
+    pub rev: Option<String>,
+    /// The skill's folder in the repository, `/`-separated; `None` is the
+    /// repository's root.
+    pub path: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error(
+    "`{reference}` is not a skill reference: {why}; use oci://HOST[:PORT]/REPO:TAG, oci://HOST/REPO@sha256:DIGEST or git+URL[@COMMIT][#path=SUBDIR]"
+)]
+pub struct RefError {
+    pub reference: String,
+    pub why: String,
+}
+
+impl std::str::FromStr for SkillRef {
+    type Err = RefError;
+
+    fn from_str(text: &str) -> Result<Self, RefError> {
+        let fail = |why: &str| RefError {
+            reference: text.to_string(),
+            why: why.to_string(),
+        };
+        if let Some(rest) = text.strip_prefix("oci://") {
+            return parse_oci(rest).map(SkillRef::Oci).map_err(|why| fail(&why));
+        }
+        if let Some(rest) = text.strip_prefix("git+") {
+            return parse_git(rest).map(SkillRef::Git).map_err(|why| fail(&why));
+        }
+        Err(fail(
+            "it names neither an OCI registry nor a git repository",
+        ))
+    }
+}
+
+fn parse_oci(rest: &str) -> Result<OciRef, String> {
+    let (name, digest) = match rest.split_once('@') {
+        Some((name, digest)) => {
+            let hex = digest
+                .strip_prefix("sha256:")
+                .ok_or("the digest must be sha256:<64 hex digits>")?;
+            if hex.len() != 64
+                || !hex
+                    .bytes()
+                    .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+            {
+                return Err("the digest must be sha256:<64 lowercase hex digits>".into());
+            }
+            (name, Some(digest.to_string()))
+        }
+        None => (rest, None),
+    };
+    let (registry, path) = name
+        .split_once('/')
+        .ok_or("there is no repository after the registry's host")?;
+    if registry.is_empty()
+        || !registry
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b".-:[]".contains(&b))
+    {
+        return Err(format!("`{registry}` is not a registry host[:port]"));
+    }
+    // A tag follows the last `:` after the last `/`.
+    let last = path.rsplit('/').next().unwrap_or(path);
+    let (repository, tag) = match last.rsplit_once(':') {
+        Some((_, tag)) => (&path[..path.len() - tag.len() - 1], Some(tag.to_string())),
+        None => (path, None),
+    };
+    let component_ok = |c: &str| {
+        !c.is_empty()
+            && c.bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"._-".contains(&b))
+            && c.as_bytes()[0].is_ascii_alphanumeric()
+    };
+    if !repository.split('/').all(component_ok) {
+        return Err(format!(
+            "`{repository}` is not a repository name (lowercase letters, digits, `.`, `_`, `-`, `/`)"
+        ));
+    }
+    if let Some(tag) = &tag
+        && (tag.is_empty()
+            || tag.len() > 128
+            || !tag
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)))
+    {
+        return Err(format!("`{tag}` is not a tag"));
+    }
+    let tag = match (&tag, &digest) {
+        (None, None) => Some("latest".to_string()),
+        _ => tag,
+    };
+    Ok(OciRef {
+        registry: registry.to_string(),
+        repository: repository.to_string(),
+        tag,
+        digest,
+    })
+}
+
+fn parse_git(rest: &str) -> Result<GitRef, String> {
+    let (url_rev, path) = match rest.split_once('#') {
+        Some((url, fragment)) => {
+            let path = fragment
+                .strip_prefix("path=")
+                .ok_or("the fragment must be #path=SUBDIR")?
+                .trim_matches('/');
+            if path.is_empty()
+                || path
+                    .split('/')
+                    .any(|c| c.is_empty() || c == "." || c == ".." || c.starts_with('.'))
+            {
+                return Err(format!("`{path}` is not a folder inside the repository"));
+            }
+            (url, Some(path.to_string()))
+        }
+        None => (rest, None),
+    };
+    let scheme_end = url_rev.find("://").ok_or("the URL has no scheme")?;
+    let scheme = &url_rev[..scheme_end];
+    // A revision is an `@` after the URL's last `/` (an `@` before it is
+    // a user name).
+    let last_slash = url_rev.rfind('/').unwrap_or(0);
+    let (url, rev) = match url_rev[last_slash..].rfind('@') {
+        Some(at) => {
+            let at = last_slash + at;
+            (&url_rev[..at], Some(url_rev[at + 1..].to_string()))
+        }
+        None => (url_rev, None),
+    };
+    if let Some(rev) = &rev
+        && (rev.is_empty()
+            || rev.starts_with('-')
+            || !rev
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._-/".contains(&b)))
+    {
+        return Err(format!("`{rev}` is not a commit, branch or tag"));
+    }
+    match scheme {
+        "https" | "ssh" | "file" => {}
+        "http" if crate::distribute::registry::is_loopback(host_of(url)) => {}
+        "http" => {
+            return Err("plain http:// is allowed only to a loopback host; use https://".into());
+        }
+        other => {
+            return Err(format!(
+                "`{other}://` is not a git transport skillbox uses (https, ssh, file)"
+            ));
+        }
+    }
+    Ok(GitRef {
+        url: url.to_string(),
+        rev,
+        path,
+    })
+}
+
+fn host_of(url: &str) -> &str {
+    let after = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = after.split('/').next().unwrap_or(after);
+    authority.rsplit('@').next().unwrap_or(authority)
+}
+
+impl fmt::Display for OciRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "oci://{}/{}", self.registry, self.repository)?;
+        if let Some(tag) = &self.tag {
+            write!(f, ":{tag}")?;
+        }
+        if let Some(digest) = &self.digest {
+            write!(f, "@{digest}")?;
+        }
+        Ok(())
+    }
+}
+
+impl OciRef {
+    /// The same repository at `digest` (what a lock pins).
+    pub fn at(&self, digest: &str) -> OciRef {
+        OciRef {
+            tag: None,
+            digest: Some(digest.to_string()),
+            ..self.clone()
+        }
+    }
+
+    /// The same repository at `tag`.
+    pub fn tagged(&self, tag: &str) -> OciRef {
+        OciRef {
+            tag: Some(tag.to_string()),
+            digest: None,
+            ..self.clone()
+        }
+    }
+}
+
+impl fmt::Display for GitRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "git+{}", self.url)?;
+        if let Some(rev) = &self.rev {
+            write!(f, "@{rev}")?;
+        }
+        if let Some(path) = &self.path {
+            write!(f, "#path={path}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for SkillRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SkillRef::Oci(r) => r.fmt(f),
+            SkillRef::Git(r) => r.fmt(f),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn oci_and_git_references_parse_and_print_back() {
+        for text in [
+            "oci://127.0.0.1:5000/skills/greet:1.0",
+            "oci://registry.example/greet@sha256:0000000000000000000000000000000000000000000000000000000000000000",
+            "git+https://example.org/skills.git@main#path=skills/pdf",
+            "git+file:///tmp/repo.git",
+            "git+ssh://git@example.org/skills.git@0123abc",
+        ] {
+            let parsed: SkillRef = text.parse().unwrap();
+            assert_eq!(parsed.to_string(), text);
+        }
+        let SkillRef::Oci(r) = "oci://localhost/x".parse().unwrap() else {
+            panic!()
+        };
+        assert_eq!(r.tag.as_deref(), Some("latest"));
+        let SkillRef::Git(g) = "git+ssh://git@example.org/s.git".parse().unwrap() else {
+            panic!()
+        };
+        assert_eq!(
+            (g.url.as_str(), g.rev),
+            ("ssh://git@example.org/s.git", None)
+        );
+    }
+
+    #[test]
+    fn hostile_or_malformed_references_are_refused() {
+        for text in [
+            "greet",
+            "oci://host",
+            "oci://host/UPPER:1",
+            "oci://host/x@sha256:xyz",
+            "oci://host/x:bad tag",
+            "git+ext::sh -c touch% /tmp/pwned",
+            "git+http://example.org/s.git",
+            "git+https://example.org/s.git#path=../up",
+            "git+https://example.org/s.git@--upload-pack=x",
+            "git+https://example.org/s.git#sub",
+        ] {
+            assert!(text.parse::<SkillRef>().is_err(), "{text}");
+        }
+    }
+}

@@ -1,0 +1,484 @@
+//! Talking to an OCI distribution registry, through `oci-client`, with
+//! this host's rules on top: plain HTTP only to loopback or a registry the
+//! user names, credentials from the file the OCI tools share, a timeout on
+//! every request, and every byte pulled counted against the size the
+//! manifest declared and checked against its digest.
+
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine as _;
+use futures::StreamExt as _;
+use oci_client::client::{ClientConfig, ClientProtocol};
+use oci_client::errors::{OciDistributionError, OciErrorCode};
+use oci_client::manifest::OciDescriptor;
+use oci_client::secrets::RegistryAuth;
+use oci_client::{Client, Reference};
+use sha2::{Digest as _, Sha256};
+
+use super::artifact::{MANIFEST_MEDIA_TYPE, MAX_MANIFEST_BYTES};
+use super::reference::OciRef;
+
+/// How to reach registries.
+#[derive(Debug, Clone)]
+pub struct RegistryOptions {
+    /// Hosts (`host[:port]`) reached over plain HTTP although not loopback.
+    pub insecure: Vec<String>,
+    /// A Docker-style `config.json` with `auths`; default
+    /// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`.
+    pub auth_file: Option<PathBuf>,
+    /// Connecting, and each read, give up after this long.
+    pub timeout: Duration,
+}
+
+impl Default for RegistryOptions {
+    fn default() -> Self {
+        RegistryOptions {
+            insecure: Vec::new(),
+            auth_file: None,
+            timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RegistryError {
+    #[error("{registry} refused the credentials{hint}")]
+    Unauthorized { registry: String, hint: String },
+    #[error("{reference} was not found in the registry")]
+    NotFound { reference: String },
+    #[error(
+        "{registry} did not answer in time ({secs} s); check that it is up, or raise --registry-timeout-secs"
+    )]
+    Timeout { registry: String, secs: u64 },
+    #[error("{registry}: {why}")]
+    Failed { registry: String, why: String },
+    #[error(
+        "{what} ({digest}) does not match what the registry sent: {why}; the registry's copy is damaged or was tampered with, and nothing was installed"
+    )]
+    Tampered {
+        what: String,
+        digest: String,
+        why: String,
+    },
+    #[error("the credentials file {path} cannot be read: {why}")]
+    AuthFile { path: String, why: String },
+}
+
+/// A client for one registry.
+pub struct Registry {
+    client: Client,
+    auth: RegistryAuth,
+    registry: String,
+    timeout: Duration,
+    has_credentials: bool,
+}
+
+/// Whether `host` (`name`, `name:port`, `[v6]:port`) is this machine.
+pub fn is_loopback(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => host.rsplit_once(':').map_or(host, |(name, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                name
+            } else {
+                host
+            }
+        }),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
+}
+
+impl Registry {
+    pub fn new(registry: &str, options: &RegistryOptions) -> Result<Registry, RegistryError> {
+        let plain = is_loopback(registry) || options.insecure.iter().any(|h| h == registry);
+        let config = ClientConfig {
+            protocol: if plain {
+                ClientProtocol::Http
+            } else {
+                ClientProtocol::Https
+            },
+            read_timeout: Some(options.timeout),
+            connect_timeout: Some(options.timeout),
+            ..ClientConfig::default()
+        };
+        let auth = credentials(registry, options.auth_file.as_deref())?;
+        Ok(Registry {
+            client: Client::new(config),
+            has_credentials: !matches!(auth, RegistryAuth::Anonymous),
+            auth,
+            registry: registry.to_string(),
+            timeout: options.timeout,
+        })
+    }
+
+    fn reference(r: &OciRef) -> Reference {
+        match (&r.tag, &r.digest) {
+            (_, Some(digest)) => {
+                Reference::with_digest(r.registry.clone(), r.repository.clone(), digest.clone())
+            }
+            (tag, None) => Reference::with_tag(
+                r.registry.clone(),
+                r.repository.clone(),
+                tag.clone().unwrap_or_else(|| "latest".into()),
+            ),
+        }
+    }
+
+    fn error(&self, reference: &OciRef, e: OciDistributionError) -> RegistryError {
+        let text = format!("{e}");
+        let chain = {
+            let mut all = text.clone();
+            let mut source = std::error::Error::source(&e);
+            while let Some(s) = source {
+                all.push_str(&format!(": {s}"));
+                source = s.source();
+            }
+            all
+        };
+        match &e {
+            OciDistributionError::AuthenticationFailure(_)
+            | OciDistributionError::UnauthorizedError { .. } => RegistryError::Unauthorized {
+                registry: self.registry.clone(),
+                hint: self.credentials_hint(),
+            },
+            OciDistributionError::ImageManifestNotFoundError(_) => RegistryError::NotFound {
+                reference: reference.to_string(),
+            },
+            OciDistributionError::RegistryError { envelope, .. }
+                if envelope.errors.iter().any(|e| {
+                    matches!(
+                        e.code,
+                        OciErrorCode::ManifestUnknown
+                            | OciErrorCode::NameUnknown
+                            | OciErrorCode::BlobUnknown
+                    )
+                }) =>
+            {
+                RegistryError::NotFound {
+                    reference: reference.to_string(),
+                }
+            }
+            OciDistributionError::RegistryError { envelope, .. }
+                if envelope.errors.iter().any(|e| {
+                    matches!(e.code, OciErrorCode::Unauthorized | OciErrorCode::Denied)
+                }) =>
+            {
+                RegistryError::Unauthorized {
+                    registry: self.registry.clone(),
+                    hint: self.credentials_hint(),
+                }
+            }
+            _ if chain.contains("timed out") || chain.contains("operation timed out") => {
+                RegistryError::Timeout {
+                    registry: self.registry.clone(),
+                    secs: self.timeout.as_secs(),
+                }
+            }
+            _ if chain.contains("401") || chain.contains("Unauthorized") => {
+                RegistryError::Unauthorized {
+                    registry: self.registry.clone(),
+                    hint: self.credentials_hint(),
+                }
+            }
+            _ => RegistryError::Failed {
+                registry: self.registry.clone(),
+                why: chain,
+            },
+        }
+    }
+
+    fn credentials_hint(&self) -> String {
+        if self.has_credentials {
+            "; check the user and password in the credentials file".into()
+        } else {
+            format!(
+                "; it needs a login: add its `auths` entry to ~/.docker/config.json (as `docker login {}` writes it), or pass --registry-auth-file",
+                self.registry
+            )
+        }
+    }
+
+    /// Pushes a blob unless the registry has it.
+    pub async fn push_blob(&self, at: &OciRef, bytes: &[u8]) -> Result<String, RegistryError> {
+        let reference = Self::reference(at);
+        let digest = crate::skill::model::digest(bytes);
+        self.client
+            .store_auth_if_needed(reference.resolve_registry(), &self.auth)
+            .await;
+        let exists = self
+            .with_timeout(at, self.client.blob_exists(&reference, &digest))
+            .await?;
+        if !exists {
+            self.with_timeout(
+                at,
+                self.client.push_blob(&reference, bytes.to_vec(), &digest),
+            )
+            .await?;
+        }
+        Ok(digest)
+    }
+
+    /// Pushes a manifest at `at`'s tag; returns its digest.
+    pub async fn push_manifest(
+        &self,
+        at: &OciRef,
+        manifest: &[u8],
+    ) -> Result<String, RegistryError> {
+        let reference = Self::reference(at);
+        self.client
+            .store_auth_if_needed(reference.resolve_registry(), &self.auth)
+            .await;
+        self.with_timeout(
+            at,
+            self.client.push_manifest_raw(
+                &reference,
+                manifest.to_vec(),
+                http::HeaderValue::from_static(MANIFEST_MEDIA_TYPE),
+            ),
+        )
+        .await?;
+        Ok(crate::skill::model::digest(manifest))
+    }
+
+    /// The manifest at `at`, and its digest as computed here. A reference
+    /// by digest must match it.
+    pub async fn pull_manifest(&self, at: &OciRef) -> Result<(Vec<u8>, String), RegistryError> {
+        let reference = Self::reference(at);
+        let (bytes, _) = self
+            .with_timeout(
+                at,
+                self.client
+                    .pull_manifest_raw(&reference, &self.auth, &[MANIFEST_MEDIA_TYPE]),
+            )
+            .await?;
+        if bytes.len() > MAX_MANIFEST_BYTES {
+            return Err(RegistryError::Failed {
+                registry: self.registry.clone(),
+                why: format!("the manifest of {at} is larger than {MAX_MANIFEST_BYTES} bytes"),
+            });
+        }
+        let digest = crate::skill::model::digest(&bytes);
+        if let Some(wanted) = &at.digest
+            && *wanted != digest
+        {
+            return Err(RegistryError::Tampered {
+                what: format!("the manifest of {at}"),
+                digest: wanted.clone(),
+                why: format!("its bytes hash to {digest}"),
+            });
+        }
+        Ok((bytes.to_vec(), digest))
+    }
+
+    /// The manifest at `at`, or `None` when the registry has none there.
+    pub async fn pull_manifest_if_any(
+        &self,
+        at: &OciRef,
+    ) -> Result<Option<Vec<u8>>, RegistryError> {
+        match self.pull_manifest(at).await {
+            Ok((bytes, _)) => Ok(Some(bytes)),
+            Err(RegistryError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The blob `digest` of `size` bytes, refused as soon as the registry
+    /// sends more than `size`, and refused unless its bytes hash to
+    /// `digest`.
+    pub async fn pull_blob(
+        &self,
+        at: &OciRef,
+        what: &str,
+        digest: &str,
+        size: u64,
+    ) -> Result<Vec<u8>, RegistryError> {
+        let reference = Self::reference(at);
+        let descriptor = OciDescriptor {
+            digest: digest.to_string(),
+            size: size as i64,
+            ..OciDescriptor::default()
+        };
+        let tampered = |why: String| RegistryError::Tampered {
+            what: what.to_string(),
+            digest: digest.to_string(),
+            why,
+        };
+        let mut stream = self
+            .with_timeout(at, self.client.pull_blob_stream(&reference, &descriptor))
+            .await?;
+        let mut bytes = Vec::with_capacity(size.min(1 << 20) as usize);
+        loop {
+            let next = tokio::time::timeout(self.timeout, stream.next())
+                .await
+                .map_err(|_| RegistryError::Timeout {
+                    registry: self.registry.clone(),
+                    secs: self.timeout.as_secs(),
+                })?;
+            let Some(chunk) = next else { break };
+            // The client checks the digest as the stream ends, too.
+            let chunk = chunk.map_err(|e| match e.to_string() {
+                text if text.contains("digest") => tampered(match text.split_once("got ") {
+                    Some((_, actual)) => format!("its bytes hash to {}", actual.trim()),
+                    None => "its bytes hash to something else".into(),
+                }),
+                text => RegistryError::Failed {
+                    registry: self.registry.clone(),
+                    why: format!("the download of {what} broke off: {text}"),
+                },
+            })?;
+            if (bytes.len() + chunk.len()) as u64 > size {
+                return Err(tampered(format!(
+                    "the registry sent more than the {size} bytes the manifest declares"
+                )));
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        if bytes.len() as u64 != size {
+            return Err(tampered(format!(
+                "the registry sent {} bytes, not the {size} the manifest declares",
+                bytes.len()
+            )));
+        }
+        let actual = format!("sha256:{}", hex(&Sha256::digest(&bytes)));
+        if actual != digest {
+            return Err(tampered(format!("its bytes hash to {actual}")));
+        }
+        Ok(bytes)
+    }
+
+    async fn with_timeout<T>(
+        &self,
+        at: &OciRef,
+        work: impl Future<Output = Result<T, OciDistributionError>>,
+    ) -> Result<T, RegistryError> {
+        // A request that connects but never answers is not always caught
+        // by the client's own timeouts; this bounds the whole request.
+        match tokio::time::timeout(self.timeout * 2, work).await {
+            Ok(result) => result.map_err(|e| self.error(at, e)),
+            Err(_) => Err(RegistryError::Timeout {
+                registry: self.registry.clone(),
+                secs: self.timeout.as_secs(),
+            }),
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The credentials for `registry` from a Docker-style `config.json`
+/// (`auths.<host>.auth` as base64 `user:password`, or `username` and
+/// `password`); anonymous when there are none.
+fn credentials(registry: &str, file: Option<&Path>) -> Result<RegistryAuth, RegistryError> {
+    let (path, explicit) = match file {
+        Some(path) => (path.to_path_buf(), true),
+        None => match std::env::var_os("DOCKER_CONFIG")
+            .map(|d| PathBuf::from(d).join("config.json"))
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker/config.json"))
+            }) {
+            Some(path) => (path, false),
+            None => return Ok(RegistryAuth::Anonymous),
+        },
+    };
+    let fail = |why: String| RegistryError::AuthFile {
+        path: path.display().to_string(),
+        why,
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(RegistryAuth::Anonymous);
+        }
+        Err(e) => return Err(fail(e.to_string())),
+    };
+    let config: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| fail(format!("not JSON ({e})")))?;
+    let auths = config["auths"].as_object();
+    let entry = auths.and_then(|a| {
+        [
+            registry.to_string(),
+            format!("https://{registry}"),
+            format!("http://{registry}"),
+            format!("https://{registry}/v2/"),
+        ]
+        .iter()
+        .find_map(|key| a.get(key))
+    });
+    let Some(entry) = entry else {
+        return Ok(RegistryAuth::Anonymous);
+    };
+    if let Some(encoded) = entry["auth"].as_str() {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .ok_or_else(|| {
+                fail(format!(
+                    "the `auth` of {registry} is not base64 user:password"
+                ))
+            })?;
+        let (user, password) = decoded
+            .split_once(':')
+            .ok_or_else(|| fail(format!("the `auth` of {registry} is not user:password")))?;
+        return Ok(RegistryAuth::Basic(user.to_string(), password.to_string()));
+    }
+    match (entry["username"].as_str(), entry["password"].as_str()) {
+        (Some(user), Some(password)) => Ok(RegistryAuth::Basic(user.into(), password.into())),
+        _ => Ok(RegistryAuth::Anonymous),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_this_machine_is_loopback() {
+        for host in [
+            "127.0.0.1:5000",
+            "localhost",
+            "LOCALHOST:80",
+            "[::1]:5000",
+            "127.9.9.9",
+        ] {
+            assert!(is_loopback(host), "{host}");
+        }
+        for host in [
+            "registry.example",
+            "10.0.0.1:5000",
+            "localhost.evil.example",
+            "[::2]:1",
+        ] {
+            assert!(!is_loopback(host), "{host}");
+        }
+    }
+
+    #[test]
+    fn credentials_come_from_the_auths_the_oci_tools_share() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("config.json");
+        std::fs::write(
+            &file,
+            r#"{"auths": {"127.0.0.1:5000": {"auth": "YWxpY2U6czNjcjN0"}, "https://other": {"username": "u", "password": "p"}}}"#,
+        )
+        .unwrap();
+        assert!(matches!(
+            credentials("127.0.0.1:5000", Some(&file)).unwrap(),
+            RegistryAuth::Basic(u, p) if u == "alice" && p == "s3cr3t"
+        ));
+        assert!(matches!(
+            credentials("other", Some(&file)).unwrap(),
+            RegistryAuth::Basic(..)
+        ));
+        assert!(matches!(
+            credentials("none", Some(&file)).unwrap(),
+            RegistryAuth::Anonymous
+        ));
+        assert!(credentials("x", Some(&dir.path().join("missing"))).is_err());
+    }
+}
