@@ -169,7 +169,9 @@ pub mod unstable {
             pub use crate::skill::invoke::{parse, render, resolve};
         }
         pub mod lock {
-            pub use crate::skill::lock::{LOCK_FILE, LockEntry, LockFile, Provenance, Signer};
+            pub use crate::skill::lock::{
+                LOCK_FILE, LockEntry, LockFile, Provenance, Signer, content_digest, tree_files,
+            };
         }
         pub mod policy {
             pub use crate::skill::policy::{

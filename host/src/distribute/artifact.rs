@@ -274,8 +274,16 @@ pub fn check_path(path: &str) -> Result<(), &'static str> {
     if path.is_empty() || path.len() > 1024 {
         return Err("is empty or too long");
     }
-    if path.starts_with('/') || path.contains('\\') || path.contains('\0') {
+    if path.starts_with('/') || path.contains('\\') {
         return Err("is not a relative path inside the skill folder");
+    }
+    // Names are printed on terminals and in tab-separated reports.
+    if path.chars().any(|c| {
+        c.is_control()
+            || ('\u{202a}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+    }) {
+        return Err("holds control or text-direction characters");
     }
     for part in path.split('/') {
         if part.is_empty() || part == "." || part == ".." {
@@ -313,6 +321,9 @@ mod tests {
             "./SKILL.md",
             ".git/config",
             "a\\b",
+            "a\u{1b}[2J.md",
+            "a\nb.md",
+            "evil\u{202e}dm.exe",
         ] {
             let err = layers(&manifest_with(&[("SKILL.md", 1), (bad, 1)])).unwrap_err();
             assert!(matches!(err, ArtifactError::Refused(_)), "{bad}: {err}");

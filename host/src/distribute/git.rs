@@ -77,7 +77,7 @@ pub fn pull(reference: &GitRef) -> Result<GitPull, GitError> {
         })?;
     let bare = clone.path().join("repo.git");
     let bare_text = bare.to_string_lossy().into_owned();
-    let mut args = vec!["clone", "--bare", "--quiet", "--no-tags"];
+    let mut args = vec!["clone", "--bare", "--quiet"];
     if reference.rev.is_none() {
         args.extend(["--depth", "1"]);
     }
@@ -117,18 +117,10 @@ pub fn pull(reference: &GitRef) -> Result<GitPull, GitError> {
         },
     )?;
     let entries = parse_tree(&listing);
-    let rule = {
-        let gitignore = entries
-            .iter()
-            .find(|e| e.path == format!("{prefix}.gitignore"))
-            .and_then(|e| blob(&bare, &e.object).ok());
-        FileRule::with_gitignore(
-            gitignore
-                .as_deref()
-                .map(|b| String::from_utf8_lossy(b))
-                .as_deref(),
-        )
-    };
+    // A repository holds only what its author committed, so only hidden
+    // files and build outputs are left out (a component its .gitignore
+    // lists was committed on purpose).
+    let rule = FileRule::default();
     let refuse = |why: String| GitError::Refused {
         reference: shown.clone(),
         why,

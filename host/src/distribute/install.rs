@@ -31,6 +31,30 @@ pub enum InstallError {
     Io { root: String, why: String },
     #[error(transparent)]
     Lock(#[from] lock::LockError),
+    #[error(
+        "another skillbox command is installing into {root}; wait for it to finish, then run this again"
+    )]
+    Busy { root: String },
+}
+
+/// The right to change one source folder, held until dropped: two
+/// commands never stage, recover or write the lock at once. The kernel
+/// releases it when a command dies, `kill -9` included.
+pub struct Busy {
+    _file: std::fs::File,
+}
+
+/// Takes the source folder `root` for this command, or says who has it.
+pub fn hold(root: &Path) -> Result<Busy, InstallError> {
+    std::fs::create_dir_all(root).map_err(io(root))?;
+    // The folder itself is locked, so nothing is left in it afterwards.
+    let file = std::fs::File::open(root).map_err(io(root))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive).map_err(
+        |_| InstallError::Busy {
+            root: root.display().to_string(),
+        },
+    )?;
+    Ok(Busy { _file: file })
 }
 
 fn io(root: &Path) -> impl Fn(std::io::Error) -> InstallError + '_ {
@@ -152,6 +176,28 @@ pub enum Recovery {
     /// The install of this skill had not committed; the old folder (or
     /// none) is back.
     Undone(String),
+    /// A journal that named anything but this folder's own staging and
+    /// backup folders was removed, and nothing else touched.
+    Discarded,
+}
+
+impl Journal {
+    /// Whether every name in it is one of this folder's own: a skill
+    /// folder, a staging folder, a backup folder. A journal is a file in a
+    /// folder others may write (a project's), so it is never trusted to
+    /// name a path.
+    fn is_own(&self) -> bool {
+        let one_part =
+            |s: &str| !s.is_empty() && !s.contains(['/', '\\', '\0']) && s != "." && s != "..";
+        one_part(&self.name)
+            && !self.name.starts_with('.')
+            && one_part(&self.staged)
+            && self.staged.starts_with(STAGING_PREFIX)
+            && self
+                .backup
+                .as_deref()
+                .is_none_or(|b| one_part(b) && b.starts_with(BACKUP_PREFIX))
+    }
 }
 
 /// Finishes or undoes an interrupted install in `root`, and removes
@@ -168,6 +214,10 @@ pub fn recover(root: &Path) -> Result<Recovery, InstallError> {
             Err(_) => {
                 std::fs::remove_file(&journal_path).map_err(&err)?;
                 Recovery::Nothing
+            }
+            Ok(journal) if !journal.is_own() => {
+                std::fs::remove_file(&journal_path).map_err(&err)?;
+                Recovery::Discarded
             }
             Ok(journal) => {
                 let lock = LockFile::read(root)?;
@@ -370,5 +420,45 @@ mod tests {
             Recovery::Finished("x".into())
         );
         assert!(!holder.exists());
+    }
+
+    #[test]
+    fn a_planted_journal_naming_paths_elsewhere_touches_nothing() {
+        let root = tempfile::tempdir().unwrap();
+        let victim = tempfile::tempdir().unwrap();
+        std::fs::write(victim.path().join("keep"), "x").unwrap();
+        for (name, staged, backup) in [
+            ("loot", victim.path().display().to_string(), None),
+            (
+                "loot",
+                format!("{STAGING_PREFIX}x"),
+                Some(victim.path().display().to_string()),
+            ),
+            ("../up", format!("{STAGING_PREFIX}x"), None),
+            ("loot", "../../victim".to_string(), None),
+        ] {
+            let journal = Journal {
+                name: name.into(),
+                staged,
+                backup,
+                entry: entry("1"),
+            };
+            write_atomically(
+                &root.path().join(JOURNAL_FILE),
+                &serde_json::to_vec(&journal).unwrap(),
+            )
+            .unwrap();
+            assert_eq!(recover(root.path()).unwrap(), Recovery::Discarded);
+            assert!(victim.path().join("keep").exists());
+        }
+    }
+
+    #[test]
+    fn one_command_at_a_time_changes_a_folder() {
+        let root = tempfile::tempdir().unwrap();
+        let first = hold(root.path()).unwrap();
+        assert!(matches!(hold(root.path()), Err(InstallError::Busy { .. })));
+        drop(first);
+        assert!(hold(root.path()).is_ok());
     }
 }

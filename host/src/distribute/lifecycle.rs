@@ -49,6 +49,22 @@ pub struct Plan {
     pub recovered: Recovery,
     staged: Staged,
     root: PathBuf,
+    /// The source folder, held for this command until the plan is
+    /// installed or dropped (`None` inside `sync`, which holds it itself).
+    _busy: Option<install::Busy>,
+}
+
+/// Why a plan is made: what it may replace, and which keys it trusts.
+#[derive(Clone, Copy)]
+enum Purpose<'a> {
+    /// A new skill: it must not replace a folder `add` did not install.
+    Add,
+    /// A newer version of the installed skill `name`: the artifact must
+    /// still be that skill, signed by a trusted key.
+    Update(&'a str),
+    /// The locked version of `name` again: its digest or commit is pinned,
+    /// so its pinned key (or none, if it was installed unsigned) is enough.
+    Restore(&'a str),
 }
 
 impl Plan {
@@ -80,16 +96,17 @@ pub async fn plan(
     settings: &Settings,
     sandbox: &Arc<Sandbox>,
 ) -> Result<Plan, DistributeError> {
-    plan_allowing(reference, settings, sandbox, settings.allow_unsigned).await
+    let busy = install::hold(&settings.root)?;
+    let mut plan = plan_for(reference, settings, sandbox, Purpose::Add).await?;
+    plan._busy = Some(busy);
+    Ok(plan)
 }
 
-/// [`plan`], with `allow_unsigned` decided by the caller (`sync` restores
-/// a skill the lock already records as unsigned).
-async fn plan_allowing(
+async fn plan_for(
     reference: &SkillRef,
     settings: &Settings,
     sandbox: &Arc<Sandbox>,
-    allow_unsigned: bool,
+    purpose: Purpose<'_>,
 ) -> Result<Plan, DistributeError> {
     let recovered = install::recover(&settings.root)?;
     let pulled = match reference {
@@ -117,13 +134,20 @@ async fn plan_allowing(
     let name = skill_name(&pulled.files, reference)?;
     let locked = LockFile::read(&settings.root)?;
     let previous = locked.skills.get(&name).cloned();
-    let signer = verify_signer(
-        reference,
-        &pulled,
-        settings,
-        allow_unsigned,
-        previous.as_ref(),
-    )?;
+    match purpose {
+        Purpose::Add if previous.is_none() && settings.root.join(&name).exists() => {
+            return Err(DistributeError::Io(format!(
+                "a folder `{name}` that skillbox add did not install is already in the skills folder; nothing was installed. Move it away (or delete it) first"
+            )));
+        }
+        Purpose::Update(expected) | Purpose::Restore(expected) if expected != name => {
+            return Err(DistributeError::Io(format!(
+                "{reference} now holds the skill `{name}`, not `{expected}`; nothing was installed. Add it under its own name with `skillbox add` if you want it"
+            )));
+        }
+        _ => {}
+    }
+    let signer = verify_signer(reference, &pulled, settings, purpose, previous.as_ref())?;
 
     let files: BTreeMap<String, String> = pulled
         .files
@@ -190,6 +214,7 @@ async fn plan_allowing(
         recovered,
         staged,
         root: settings.root.clone(),
+        _busy: None,
     })
 }
 
@@ -301,27 +326,25 @@ fn verify_signer(
     reference: &SkillRef,
     pulled: &Pulled,
     settings: &Settings,
-    allow_unsigned: bool,
+    purpose: Purpose<'_>,
     previous: Option<&LockEntry>,
 ) -> Result<Option<Signer>, DistributeError> {
     let pinned = previous.and_then(|p| p.signer.as_ref());
+    let restoring = matches!(purpose, Purpose::Restore(_));
     let signer = match (&pulled.manifest, &pulled.signature) {
         (Some(manifest), Some(signature)) => {
-            // The pinned key verifies only its own signatures; trusting it
-            // here cannot let a different signer through (checked below).
-            let trusted = match pinned {
-                Some(pinned) => TrustedKeys::default().with_pinned(pinned).ok(),
-                None => None,
-            };
-            let verified = match settings.trusted.verify(manifest.as_bytes(), signature) {
-                Err(super::sign::SignError::UntrustedKey { .. }) if trusted.is_some() => trusted
-                    .expect("checked")
+            // A restore fetches a pinned digest, so the pinned key is
+            // enough; anything newer needs a key the user trusts now (a
+            // key removed from trusted-keys is revoked for updates).
+            let verified = match (restoring, pinned) {
+                (true, Some(pinned)) => TrustedKeys::default()
+                    .with_pinned(pinned)?
                     .verify(manifest.as_bytes(), signature),
-                other => other,
+                _ => settings.trusted.verify(manifest.as_bytes(), signature),
             };
             Some(verified?)
         }
-        _ if allow_unsigned => None,
+        _ if settings.allow_unsigned || (restoring && pinned.is_none()) => None,
         _ => {
             return Err(DistributeError::Unsigned {
                 reference: reference.to_string(),
@@ -357,7 +380,10 @@ pub async fn plan_update(
         .reference
         .parse()
         .map_err(|e: super::reference::RefError| DistributeError::Io(e.to_string()))?;
-    plan(&reference, settings, sandbox).await
+    let busy = install::hold(&settings.root)?;
+    let mut plan = plan_for(&reference, settings, sandbox, Purpose::Update(name)).await?;
+    plan._busy = Some(busy);
+    Ok(plan)
 }
 
 /// One locked skill, as `sync` found it.
@@ -382,6 +408,10 @@ pub async fn sync(
     restore: bool,
     sandbox: &Arc<Sandbox>,
 ) -> Result<(Recovery, Vec<SyncItem>), DistributeError> {
+    let _busy = match restore {
+        true => Some(install::hold(&settings.root)?),
+        false => None,
+    };
     let recovered = if restore {
         install::recover(&settings.root)?
     } else {
@@ -397,7 +427,7 @@ pub async fn sync(
             files: Vec::new(),
             detail: None,
         };
-        if let Err(why) = signed_files_match(entry) {
+        if let Err(why) = lock::verify_signature(entry) {
             item.state = "bad-signature";
             item.detail = Some(why);
             items.push(item);
@@ -416,54 +446,47 @@ pub async fn sync(
             item.detail = Some(drift.describe());
         }
         if restore && item.state != "ok" {
-            let pinned: SkillRef = entry
-                .resolved
-                .parse()
-                .map_err(|e: super::reference::RefError| DistributeError::Io(e.to_string()))?;
-            let plan = plan_allowing(&pinned, settings, sandbox, entry.signer.is_none()).await?;
-            if plan.entry.content_digest != entry.content_digest {
-                return Err(DistributeError::Io(format!(
-                    "{} no longer holds the files the lock pins for `{name}`; nothing was changed",
-                    entry.resolved
-                )));
+            match restore_one(name, entry, settings, sandbox).await {
+                Ok(()) => item.state = "restored",
+                Err(e) => {
+                    item.state = "restore-failed";
+                    item.detail = Some(e.to_string());
+                }
             }
-            plan.install()?;
-            item.state = "restored";
         }
         items.push(item);
     }
     Ok((recovered, items))
 }
 
-/// Whether a signed entry's stored signature verifies with its pinned key,
-/// and the signed manifest lists exactly the lock's files.
-fn signed_files_match(entry: &LockEntry) -> Result<(), String> {
-    let (Some(signer), Some(manifest), Some(signature)) =
-        (&entry.signer, &entry.manifest, &entry.signature)
-    else {
-        return match entry.signer {
-            Some(_) => Err("the lock names a signer but holds no signature".into()),
-            None => Ok(()),
-        };
-    };
-    let keys = TrustedKeys::default()
-        .with_pinned(signer)
-        .map_err(|e| e.to_string())?;
-    keys.verify(manifest.as_bytes(), signature)
-        .map_err(|e| e.to_string())?;
-    let layers = artifact::layers(manifest.as_bytes()).map_err(|e| e.to_string())?;
-    let signed: BTreeMap<String, String> = layers.into_iter().map(|l| (l.path, l.digest)).collect();
-    if signed != entry.files {
-        return Err("the lock's files are not the files the signed manifest lists".into());
+/// Fetches `entry` again by its pinned digest or commit and reinstalls it,
+/// if it still holds exactly the locked files.
+async fn restore_one(
+    name: &str,
+    entry: &LockEntry,
+    settings: &Settings,
+    sandbox: &Arc<Sandbox>,
+) -> Result<(), DistributeError> {
+    let pinned: SkillRef = entry
+        .resolved
+        .parse()
+        .map_err(|e: super::reference::RefError| DistributeError::Io(e.to_string()))?;
+    let plan = plan_for(&pinned, settings, sandbox, Purpose::Restore(name)).await?;
+    if plan.entry.content_digest != entry.content_digest {
+        return Err(DistributeError::Io(format!(
+            "{} no longer holds the files the lock pins for `{name}`; nothing was changed",
+            entry.resolved
+        )));
     }
-    Ok(())
+    plan.install()
 }
 
 /// Uninstalls `name` from `settings.root`.
 pub fn remove(root: &Path, name: &str) -> Result<Recovery, DistributeError> {
+    let _busy = install::hold(root)?;
     let recovered = install::recover(root)?;
     let locked = LockFile::read(root)?;
-    if !locked.skills.contains_key(name) && !root.join(name).join(model::SKILL_FILE).is_file() {
+    if !locked.skills.contains_key(name) {
         return Err(DistributeError::NotInstalled(name.to_string()));
     }
     install::remove(root, name)?;

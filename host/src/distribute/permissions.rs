@@ -37,10 +37,12 @@ impl Permissions {
             return permissions;
         };
         for tool in &manifest.tools {
+            // Undescribed functions may do anything the grants allow; the
+            // host serves them as writing (skill/tools.rs).
             if tool.functions.is_empty() {
                 permissions
                     .tools
-                    .insert(format!("{}:*", tool.component), Effect::Read);
+                    .insert(format!("{}:*", tool.component), Effect::Write);
             }
             for (function, spec) in &tool.functions {
                 permissions

@@ -82,12 +82,16 @@ pub async fn publish(
     for file in &packed.files {
         client.push_blob(at, &file.bytes).await?;
     }
-    let digest = client.push_manifest(at, &manifest).await?;
+    // By digest first, then the signature, then the tag: the tag never
+    // points at the new version before its signature is there.
+    let digest = model::digest(&manifest);
+    client.push_manifest(&at.at(&digest), &manifest).await?;
     if let Some(key) = key {
         let comment = format!("skillbox skill {} {digest}", packed.name);
         let signature = key.sign(&manifest, &comment)?;
         push_signature(&client, at, &digest, manifest.len(), signature.as_bytes()).await?;
     }
+    client.push_manifest(at, &manifest).await?;
     Ok(Published {
         name: packed.name.clone(),
         reference: at.to_string(),

@@ -146,12 +146,14 @@ fn parse_git(rest: &str) -> Result<GitRef, String> {
     };
     let scheme_end = url_rev.find("://").ok_or("the URL has no scheme")?;
     let scheme = &url_rev[..scheme_end];
-    // A revision is an `@` after the URL's last `/` (an `@` before it is
-    // a user name).
-    let last_slash = url_rev.rfind('/').unwrap_or(0);
-    let (url, rev) = match url_rev[last_slash..].rfind('@') {
+    // A revision is the last `@` in the path (an `@` in the authority is
+    // a user name); it may hold `/` (`@feature/x`).
+    let path_start = url_rev[scheme_end + 3..]
+        .find('/')
+        .map_or(url_rev.len(), |i| scheme_end + 3 + i);
+    let (url, rev) = match url_rev[path_start..].rfind('@') {
         Some(at) => {
-            let at = last_slash + at;
+            let at = path_start + at;
             (&url_rev[..at], Some(url_rev[at + 1..].to_string()))
         }
         None => (url_rev, None),
@@ -165,18 +167,7 @@ fn parse_git(rest: &str) -> Result<GitRef, String> {
     {
         return Err(format!("`{rev}` is not a commit, branch or tag"));
     }
-    match scheme {
-        "https" | "ssh" | "file" => {}
-        "http" if crate::distribute::registry::is_loopback(host_of(url)) => {}
-        "http" => {
-            return Err("plain http:// is allowed only to a loopback host; use https://".into());
-        }
-        other => {
-            return Err(format!(
-                "`{other}://` is not a git transport skillbox uses (https, ssh, file)"
-            ));
-        }
-    }
+    check_git_url(url, scheme)?;
     Ok(GitRef {
         url: url.to_string(),
         rev,
@@ -184,10 +175,54 @@ fn parse_git(rest: &str) -> Result<GitRef, String> {
     })
 }
 
-fn host_of(url: &str) -> &str {
-    let after = url.split_once("://").map_or(url, |(_, r)| r);
-    let authority = after.split('/').next().unwrap_or(after);
-    authority.rsplit('@').next().unwrap_or(authority)
+/// Refuses what git could read differently from this check (spaces,
+/// backslashes, control characters), transports other than https, ssh
+/// and file, plain http to anything but loopback, and a password in the
+/// URL (it would be stored in skillbox.lock and shown in listings).
+fn check_git_url(url: &str, scheme: &str) -> Result<(), String> {
+    if url
+        .chars()
+        .any(|c| c.is_whitespace() || c.is_control() || c == '\\')
+    {
+        return Err("the URL holds spaces, backslashes or control characters".into());
+    }
+    let parsed = url::Url::parse(url).map_err(|e| format!("the URL does not parse ({e})"))?;
+    if parsed.password().is_some() {
+        return Err(
+            "the URL holds a password, which would be stored in skillbox.lock; let git's credential helper supply it".into(),
+        );
+    }
+    if parsed.query().is_some() {
+        return Err(
+            "the URL has a query (`?`), which git and this check could read differently".into(),
+        );
+    }
+    match scheme {
+        "https" | "ssh" | "file" => Ok(()),
+        "http" if parsed.host_str().is_some_and(is_loopback) => Ok(()),
+        "http" => Err("plain http:// is allowed only to a loopback host; use https://".into()),
+        other => Err(format!(
+            "`{other}://` is not a git transport skillbox uses (https, ssh, file)"
+        )),
+    }
+}
+
+/// Whether `host` (`name`, `name:port`, `[v6]:port`) is this machine.
+pub fn is_loopback(host: &str) -> bool {
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split(']').next().unwrap_or(rest),
+        None => host.rsplit_once(':').map_or(host, |(name, port)| {
+            if port.bytes().all(|b| b.is_ascii_digit()) {
+                name
+            } else {
+                host
+            }
+        }),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 impl fmt::Display for OciRef {
@@ -257,6 +292,7 @@ mod tests {
             "git+https://example.org/skills.git@main#path=skills/pdf",
             "git+file:///tmp/repo.git",
             "git+ssh://git@example.org/skills.git@0123abc",
+            "git+https://example.org/skills.git@feature/x#path=a",
         ] {
             let parsed: SkillRef = text.parse().unwrap();
             assert_eq!(parsed.to_string(), text);
@@ -287,6 +323,9 @@ mod tests {
             "git+https://example.org/s.git#path=../up",
             "git+https://example.org/s.git@--upload-pack=x",
             "git+https://example.org/s.git#sub",
+            "git+http://192.0.2.2:5320?@127.0.0.1/plain.git",
+            "git+https://bob:secret@example.org/s.git",
+            "git+https://example.org/a b.git",
         ] {
             assert!(text.parse::<SkillRef>().is_err(), "{text}");
         }

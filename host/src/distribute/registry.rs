@@ -4,7 +4,6 @@
 //! every request, and every byte pulled counted against the size the
 //! manifest declared and checked against its digest.
 
-use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -18,7 +17,10 @@ use oci_client::{Client, Reference};
 use sha2::{Digest as _, Sha256};
 
 use super::artifact::{MANIFEST_MEDIA_TYPE, MAX_MANIFEST_BYTES};
-use super::reference::OciRef;
+use super::reference::{OciRef, is_loopback};
+
+/// The slowest download accepted, on average over a blob.
+const MIN_BYTES_PER_SEC: u64 = 64 * 1024;
 
 /// How to reach registries.
 #[derive(Debug, Clone)]
@@ -69,26 +71,14 @@ pub enum RegistryError {
 /// A client for one registry.
 pub struct Registry {
     client: Client,
+    /// For manifests, read with a cap as they stream (the OCI client reads
+    /// a whole body before anyone can look at its size).
+    http: reqwest::Client,
+    scheme: &'static str,
     auth: RegistryAuth,
     registry: String,
     timeout: Duration,
     has_credentials: bool,
-}
-
-/// Whether `host` (`name`, `name:port`, `[v6]:port`) is this machine.
-pub fn is_loopback(host: &str) -> bool {
-    let name = match host.strip_prefix('[') {
-        Some(rest) => rest.split(']').next().unwrap_or(rest),
-        None => host.rsplit_once(':').map_or(host, |(name, port)| {
-            if port.bytes().all(|b| b.is_ascii_digit()) {
-                name
-            } else {
-                host
-            }
-        }),
-    };
-    name.eq_ignore_ascii_case("localhost")
-        || name.parse::<IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 impl Registry {
@@ -105,8 +95,18 @@ impl Registry {
             ..ClientConfig::default()
         };
         let auth = credentials(registry, options.auth_file.as_deref())?;
+        let http = reqwest::Client::builder()
+            .connect_timeout(options.timeout)
+            .read_timeout(options.timeout)
+            .build()
+            .map_err(|e| RegistryError::Failed {
+                registry: registry.to_string(),
+                why: format!("cannot start an HTTP client ({e})"),
+            })?;
         Ok(Registry {
             client: Client::new(config),
+            http,
+            scheme: if plain { "http" } else { "https" },
             has_credentials: !matches!(auth, RegistryAuth::Anonymous),
             auth,
             registry: registry.to_string(),
@@ -185,7 +185,7 @@ impl Registry {
             }
             _ => RegistryError::Failed {
                 registry: self.registry.clone(),
-                why: chain,
+                why: printable(&chain),
             },
         }
     }
@@ -244,21 +244,89 @@ impl Registry {
     }
 
     /// The manifest at `at`, and its digest as computed here. A reference
-    /// by digest must match it.
+    /// by digest must match it. At most [`MAX_MANIFEST_BYTES`] are read.
     pub async fn pull_manifest(&self, at: &OciRef) -> Result<(Vec<u8>, String), RegistryError> {
         let reference = Self::reference(at);
-        let (bytes, _) = self
+        // The OCI client negotiates the login (basic, or a bearer token)
+        // and hands back a token when there is one.
+        let token = self
             .with_timeout(
                 at,
                 self.client
-                    .pull_manifest_raw(&reference, &self.auth, &[MANIFEST_MEDIA_TYPE]),
+                    .auth(&reference, &self.auth, oci_client::RegistryOperation::Pull),
             )
             .await?;
-        if bytes.len() > MAX_MANIFEST_BYTES {
-            return Err(RegistryError::Failed {
-                registry: self.registry.clone(),
-                why: format!("the manifest of {at} is larger than {MAX_MANIFEST_BYTES} bytes"),
-            });
+        let url = format!(
+            "{}://{}/v2/{}/manifests/{}",
+            self.scheme,
+            self.registry,
+            at.repository,
+            at.digest
+                .as_deref()
+                .or(at.tag.as_deref())
+                .unwrap_or("latest")
+        );
+        let mut request = self
+            .http
+            .get(&url)
+            .header(http::header::ACCEPT, MANIFEST_MEDIA_TYPE);
+        request = match (token, &self.auth) {
+            (Some(token), _) => request.bearer_auth(token),
+            (None, RegistryAuth::Basic(user, password)) => request.basic_auth(user, Some(password)),
+            (None, _) => request,
+        };
+        let timed_out = || RegistryError::Timeout {
+            registry: self.registry.clone(),
+            secs: self.timeout.as_secs(),
+        };
+        let failed = |why: String| RegistryError::Failed {
+            registry: self.registry.clone(),
+            why: printable(&why),
+        };
+        let deadline = tokio::time::Instant::now() + self.timeout * 2;
+        let mut response = tokio::time::timeout_at(deadline, request.send())
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(|e| match e.is_timeout() {
+                true => timed_out(),
+                false => failed(format!("{at}: {e}")),
+            })?;
+        match response.status().as_u16() {
+            200..=299 => {}
+            404 => {
+                return Err(RegistryError::NotFound {
+                    reference: at.to_string(),
+                });
+            }
+            401 | 403 => {
+                return Err(RegistryError::Unauthorized {
+                    registry: self.registry.clone(),
+                    hint: self.credentials_hint(),
+                });
+            }
+            status => return Err(failed(format!("{at}: the registry answered HTTP {status}"))),
+        }
+        let too_large = || {
+            failed(format!(
+                "the manifest of {at} is larger than {MAX_MANIFEST_BYTES} bytes"
+            ))
+        };
+        if response
+            .content_length()
+            .is_some_and(|n| n > MAX_MANIFEST_BYTES as u64)
+        {
+            return Err(too_large());
+        }
+        let mut bytes = Vec::new();
+        while let Some(chunk) = tokio::time::timeout_at(deadline, response.chunk())
+            .await
+            .map_err(|_| timed_out())?
+            .map_err(|e| failed(format!("{at}: {e}")))?
+        {
+            if bytes.len() + chunk.len() > MAX_MANIFEST_BYTES {
+                return Err(too_large());
+            }
+            bytes.extend_from_slice(&chunk);
         }
         let digest = crate::skill::model::digest(&bytes);
         if let Some(wanted) = &at.digest
@@ -270,7 +338,7 @@ impl Registry {
                 why: format!("its bytes hash to {digest}"),
             });
         }
-        Ok((bytes.to_vec(), digest))
+        Ok((bytes, digest))
     }
 
     /// The manifest at `at`, or `None` when the registry has none there.
@@ -310,8 +378,13 @@ impl Registry {
             .with_timeout(at, self.client.pull_blob_stream(&reference, &descriptor))
             .await?;
         let mut bytes = Vec::with_capacity(size.min(1 << 20) as usize);
+        // One deadline for the whole blob, at a slow but honest rate, so a
+        // registry that trickles a byte at a time cannot hold an install.
+        let deadline = tokio::time::Instant::now()
+            + self.timeout * 2
+            + Duration::from_secs(size / MIN_BYTES_PER_SEC);
         loop {
-            let next = tokio::time::timeout(self.timeout, stream.next())
+            let next = tokio::time::timeout_at(deadline, stream.next())
                 .await
                 .map_err(|_| RegistryError::Timeout {
                     registry: self.registry.clone(),
@@ -326,7 +399,7 @@ impl Registry {
                 }),
                 text => RegistryError::Failed {
                     registry: self.registry.clone(),
-                    why: format!("the download of {what} broke off: {text}"),
+                    why: printable(&format!("the download of {what} broke off: {text}")),
                 },
             })?;
             if (bytes.len() + chunk.len()) as u64 > size {
@@ -364,6 +437,14 @@ impl Registry {
             }),
         }
     }
+}
+
+/// `text` with control characters shown as `?`: what a registry says is
+/// printed on a terminal.
+fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { '?' } else { c })
+        .collect()
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -439,6 +520,7 @@ mod tests {
 
     #[test]
     fn only_this_machine_is_loopback() {
+        use super::super::reference::is_loopback;
         for host in [
             "127.0.0.1:5000",
             "localhost",

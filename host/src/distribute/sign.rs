@@ -178,7 +178,7 @@ impl TrustedKeys {
         for path in files {
             let key = read_public_key(&path)?;
             let signer = signer_of(&key);
-            trusted.keys.push((key, signer));
+            trusted.add(key, signer)?;
         }
         Ok(trusted)
     }
@@ -189,28 +189,32 @@ impl TrustedKeys {
 
     /// Trusts the key a lock pinned, too (for `sync` and `update`).
     pub fn with_pinned(mut self, signer: &Signer) -> Result<TrustedKeys, SignError> {
-        let key = PublicKey::from_base64(&signer.public_key).map_err(|e| SignError::KeyFile {
+        let key = crate::skill::lock::pinned_key(signer).map_err(|why| SignError::KeyFile {
             path: crate::skill::lock::LOCK_FILE.into(),
-            why: format!("the pinned key {} is damaged ({e})", signer.key_id),
+            why,
         })?;
-        let pinned = signer_of(&key);
-        if pinned.fingerprint != signer.fingerprint {
-            return Err(SignError::KeyFile {
-                path: crate::skill::lock::LOCK_FILE.into(),
-                why: format!(
-                    "the pinned key {} does not match its fingerprint",
-                    signer.key_id
-                ),
-            });
-        }
-        if !self
-            .keys
-            .iter()
-            .any(|(_, s)| s.fingerprint == pinned.fingerprint)
-        {
-            self.keys.push((key, pinned));
-        }
+        self.add(key, signer.clone())?;
         Ok(self)
+    }
+
+    /// Adds a key, refusing a second key with the same id: a signature
+    /// names its key only by id, so two such keys could stand in for each
+    /// other.
+    fn add(&mut self, key: PublicKey, signer: Signer) -> Result<(), SignError> {
+        match self.keys.iter().find(|(_, s)| s.key_id == signer.key_id) {
+            Some((_, known)) if known.fingerprint == signer.fingerprint => Ok(()),
+            Some((_, known)) => Err(SignError::KeyFile {
+                path: format!("key {}", signer.key_id),
+                why: format!(
+                    "two different trusted keys share this key id ({} and {}); remove the one you do not trust",
+                    known.fingerprint, signer.fingerprint
+                ),
+            }),
+            None => {
+                self.keys.push((key, signer));
+                Ok(())
+            }
+        }
     }
 
     /// Who signed `bytes`, if `signature` is a valid signature of them by

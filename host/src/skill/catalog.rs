@@ -269,6 +269,19 @@ fn load_locked(
     entry: &LockEntry,
 ) -> (Option<Skill>, Vec<Diagnostic>) {
     let name = dir.file_name().unwrap_or_default().to_string_lossy();
+    if let Err(why) = lock::verify_signature(entry) {
+        return (
+            None,
+            vec![Diagnostic::error(
+                dir,
+                "locked-skill-signature",
+                format!(
+                    "installed skill `{name}` is not loaded: {why}. The lock was edited; restore {} from version control, or run `skillbox remove {name}` and add it again",
+                    lock::LOCK_FILE
+                ),
+            )],
+        );
+    }
     match lock::drift(entry, dir) {
         Ok(drift) if drift.is_clean() => {
             let (skill, diagnostics) = model::load(dir, source, Strictness::Lenient);

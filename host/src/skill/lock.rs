@@ -210,7 +210,73 @@ pub fn content_digest(files: &BTreeMap<String, String>) -> String {
         listing.push_str(digest);
         listing.push('\n');
     }
-    super::model::digest(listing.as_bytes())
+    sha256(listing.as_bytes())
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    format!("sha256:{}", crate::sandbox::sha256_hex(bytes))
+}
+
+/// The public key a lock entry pinned, checked against its fingerprint.
+pub fn pinned_key(signer: &Signer) -> Result<minisign::PublicKey, String> {
+    let key = minisign::PublicKey::from_base64(&signer.public_key)
+        .map_err(|e| format!("the pinned key {} is damaged ({e})", signer.key_id))?;
+    if sha256(&key.to_bytes()) != signer.fingerprint {
+        return Err(format!(
+            "the pinned key {} does not match its fingerprint",
+            signer.key_id
+        ));
+    }
+    Ok(key)
+}
+
+/// Whether a signed entry is what its signer signed: the stored signature
+/// verifies the stored manifest with the pinned key, and that manifest
+/// lists exactly the entry's files. Editing the files and the lock
+/// together does not pass this; only the signer's key can.
+pub fn verify_signature(entry: &LockEntry) -> Result<(), String> {
+    let Some(signer) = &entry.signer else {
+        return Ok(());
+    };
+    let (Some(manifest), Some(signature)) = (&entry.manifest, &entry.signature) else {
+        return Err("the lock names a signer but holds no signature".into());
+    };
+    let key = pinned_key(signer)?;
+    let sig = minisign::SignatureBox::from_string(signature)
+        .map_err(|e| format!("the stored signature is damaged ({e})"))?;
+    minisign::verify(
+        &key,
+        &sig,
+        std::io::Cursor::new(manifest.as_bytes()),
+        true,
+        false,
+        false,
+    )
+    .map_err(|_| {
+        format!(
+            "the stored signature is not {}'s signature of the stored manifest",
+            signer.label()
+        )
+    })?;
+    let value: serde_json::Value = serde_json::from_str(manifest)
+        .map_err(|e| format!("the stored manifest is not JSON ({e})"))?;
+    let signed: Option<BTreeMap<String, String>> = value["layers"].as_array().map(|layers| {
+        layers
+            .iter()
+            .filter_map(|l| {
+                Some((
+                    l["annotations"]["org.opencontainers.image.title"]
+                        .as_str()?
+                        .to_string(),
+                    l["digest"].as_str()?.to_string(),
+                ))
+            })
+            .collect()
+    });
+    if signed.as_ref() != Some(&entry.files) {
+        return Err("the lock's files are not the files the signed manifest lists".into());
+    }
+    Ok(())
 }
 
 /// How an installed folder differs from its lock entry.
@@ -338,7 +404,7 @@ mod tests {
     fn entry(files: &[(&str, &str)]) -> LockEntry {
         let files: BTreeMap<String, String> = files
             .iter()
-            .map(|(p, c)| (p.to_string(), super::super::model::digest(c.as_bytes())))
+            .map(|(p, c)| (p.to_string(), sha256(c.as_bytes())))
             .collect();
         LockEntry {
             reference: "oci://r/x:1".into(),

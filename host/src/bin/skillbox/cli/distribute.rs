@@ -273,6 +273,9 @@ fn report_recovery(recovered: &Recovery) {
         Recovery::Finished(name) => {
             eprintln!("skillbox: finished an interrupted install of `{name}` (it had committed)")
         }
+        Recovery::Discarded => eprintln!(
+            "skillbox: removed an install journal that named folders outside the skills folder; nothing else was touched"
+        ),
         Recovery::Undone(name) => eprintln!(
             "skillbox: undid an interrupted install of `{name}`; the folder and the lock are as they were before it"
         ),
@@ -380,9 +383,15 @@ pub fn update(args: UpdateArgs) -> Result<ExitCode, CliError> {
     let rt = runtime()?;
     let mut declined = false;
     for name in names {
-        let plan = rt
-            .block_on(dist::plan_update(&name, &settings, &sandbox))
-            .map_err(failed)?;
+        // One skill that cannot be updated does not hold back the others.
+        let plan = match rt.block_on(dist::plan_update(&name, &settings, &sandbox)) {
+            Ok(plan) => plan,
+            Err(e) => {
+                eprintln!("error: `{name}` not updated: {e}");
+                declined = true;
+                continue;
+            }
+        };
         report_recovery(&plan.recovered);
         if plan.is_unchanged() {
             eprintln!("skillbox: `{name}` is up to date ({})", plan.entry.resolved);
