@@ -215,7 +215,7 @@ pub fn layers(manifest: &[u8]) -> Result<Vec<Layer>, ArtifactError> {
         let path = layer["annotations"][TITLE].as_str().ok_or_else(|| {
             refuse("a layer has no file name (org.opencontainers.image.title)".into())
         })?;
-        check_path(path).map_err(|why| refuse(format!("the file name `{path}` {why}")))?;
+        check_path(path).map_err(|why| refuse(format!("the file name `{}` {why}", shown(path))))?;
         let digest = layer["digest"].as_str().unwrap_or_default();
         let hex = digest.strip_prefix("sha256:").unwrap_or_default();
         if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -269,6 +269,21 @@ pub fn layers(manifest: &[u8]) -> Result<Vec<Layer>, ArtifactError> {
     Ok(out)
 }
 
+/// A name from outside as it may be printed: control and text-direction
+/// characters shown as `?`.
+pub fn shown(name: &str) -> String {
+    name.chars()
+        .take(200)
+        .map(|c| if is_unprintable(c) { '?' } else { c })
+        .collect()
+}
+
+fn is_unprintable(c: char) -> bool {
+    c.is_control()
+        || ('\u{202a}'..='\u{202e}').contains(&c)
+        || ('\u{2066}'..='\u{2069}').contains(&c)
+}
+
 /// Why a relative path from outside may not be written, if it may not.
 pub fn check_path(path: &str) -> Result<(), &'static str> {
     if path.is_empty() || path.len() > 1024 {
@@ -278,11 +293,7 @@ pub fn check_path(path: &str) -> Result<(), &'static str> {
         return Err("is not a relative path inside the skill folder");
     }
     // Names are printed on terminals and in tab-separated reports.
-    if path.chars().any(|c| {
-        c.is_control()
-            || ('\u{202a}'..='\u{202e}').contains(&c)
-            || ('\u{2066}'..='\u{2069}').contains(&c)
-    }) {
+    if path.chars().any(is_unprintable) {
         return Err("holds control or text-direction characters");
     }
     for part in path.split('/') {

@@ -151,7 +151,12 @@ pub fn pull(reference: &GitRef) -> Result<GitPull, GitError> {
                 )));
             }
         }
-        check_path(rel).map_err(|why| refuse(format!("the file name `{rel}` {why}")))?;
+        check_path(rel).map_err(|why| {
+            refuse(format!(
+                "the file name `{}` {why}",
+                super::artifact::shown(rel)
+            ))
+        })?;
         if files.len() >= MAX_FILES {
             return Err(refuse(format!("the skill has more than {MAX_FILES} files")));
         }

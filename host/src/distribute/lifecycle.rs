@@ -251,7 +251,8 @@ fn skill_name(
         .ok_or_else(|| not_a_skill("its SKILL.md has no name".into()))?;
     if name.contains('/') || artifact::check_path(name).is_err() {
         return Err(not_a_skill(format!(
-            "its name `{name}` cannot name a folder"
+            "its name `{}` cannot name a folder",
+            artifact::shown(name)
         )));
     }
     Ok(name.to_string())

@@ -20,6 +20,8 @@ pub struct McpFigures {
     pub calls_per_sec_8: f64,
     pub startup_4: Stats,
     pub startup_50: Stats,
+    /// The same 50 skills installed: each checked against skillbox.lock.
+    pub startup_50_locked: Stats,
     /// 3,000 instruction-only skills beside the kit (a large public
     /// collection's size), catalog under the default budget.
     pub startup_3000: Stats,
@@ -29,7 +31,7 @@ pub struct McpFigures {
 
 /// A skills folder with `bench-kit` (whose `noop` tool is the trivial call)
 /// plus `extra` skills alike.
-fn skills_dir(trivial: &Path, extra: usize) -> anyhow::Result<tempfile::TempDir> {
+pub(super) fn skills_dir(trivial: &Path, extra: usize) -> anyhow::Result<tempfile::TempDir> {
     let dir = tempfile::tempdir()?;
     let write_skill = |name: &str| -> anyhow::Result<()> {
         let skill = dir.path().join(name);
@@ -166,6 +168,9 @@ pub async fn run(
     add_text_skills(thousands.path(), 3_000)?;
     let startup_4 = startup(exe, four.path()).await?;
     let startup_50 = startup(exe, fifty.path()).await?;
+    let locked = skills_dir(trivial, 49)?;
+    super::distribution::lock_every_skill(locked.path())?;
+    let startup_50_locked = startup(exe, locked.path()).await?;
     let startup_3000 = startup(exe, thousands.path()).await?;
     let idle_rss_50 = idle_rss(exe, fifty.path()).await?;
     Ok(McpFigures {
@@ -175,6 +180,7 @@ pub async fn run(
         calls_per_sec_8,
         startup_4,
         startup_50,
+        startup_50_locked,
         startup_3000,
     })
 }

@@ -3,6 +3,7 @@
 //! Everything is compared within one run, as ratios and medians, because
 //! the machines this runs on are shared and noisy.
 
+mod distribution;
 mod http_load;
 mod mcp;
 mod metrics;
@@ -59,6 +60,10 @@ pub struct BenchArgs {
         default_value = "skills/release-check/scripts/release-check.wasm"
     )]
     rust_command: PathBuf,
+    /// A bundled skill, published to a loopback registry and added back
+    /// (skipped without Debian's docker-registry).
+    #[arg(long, value_name = "DIR", default_value = "skills/data-peek")]
+    bundled_skill: PathBuf,
     /// Calls (and process spawns) measured for the per-call cost.
     #[arg(long, default_value_t = 300)]
     iterations: usize,
@@ -222,6 +227,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         None
     };
 
+    let distribution = runtime.block_on(distribution::run(
+        &args.trivial,
+        &args.bundled_skill,
+        args.iterations,
+    ))?;
+
     eprintln!("bench: metrics: counting a call, rendering a scrape…");
     let metrics_cost = metrics::run(args.iterations);
 
@@ -268,6 +279,14 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             Row::timed("start to first tools/list, 4 skills", &m.startup_4),
             Row::timed("start to first tools/list, 50 skills", &m.startup_50)
                 .target("≤ 20 ms", m.startup_50.median <= Duration::from_millis(20)),
+            Row::timed(
+                "  same, 50 installed skills checked against the lock",
+                &m.startup_50_locked,
+            )
+            .target(
+                "≤ 20 ms",
+                m.startup_50_locked.median <= Duration::from_millis(20),
+            ),
             Row::timed("start to first tools/list, 3,001 skills", &m.startup_3000),
         ]);
         if let Some(rss) = m.idle_rss_50 {
@@ -279,6 +298,28 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                 .target("≤ 64 MiB", rss <= 64 << 20),
             );
         }
+    }
+    let verify_cost = distribution
+        .catalog_50_locked
+        .median
+        .saturating_sub(distribution.catalog_50.median);
+    rows.extend([
+        Row::timed("catalog of 50 skills", &distribution.catalog_50),
+        Row::timed(
+            "  same, installed: each checked against its lock",
+            &distribution.catalog_50_locked,
+        ),
+        Row::figure(
+            "verifying 50 installed skills: cost added",
+            human(verify_cost),
+        )
+        .target("≤ 20 ms", verify_cost <= Duration::from_millis(20)),
+    ]);
+    if let (Some(publish), Some(add)) = (&distribution.publish, &distribution.add) {
+        rows.extend([
+            Row::timed("publish a bundled skill, signed (loopback)", publish),
+            Row::timed("add it: pull, verify, check, install", add),
+        ]);
     }
     if let Some(p) = &python {
         rows.extend([
