@@ -51,6 +51,7 @@
 //! | `agent` | [`agent::Agent`], the agent loop, with any [`agent::Model`] | reqwest with rustls, backon |
 //! | `tokens` | real token counts (o200k_base) for catalog budgets | tiktoken-rs |
 //! | `tls` | `https://` for guests' granted network requests | rustls |
+//! | `distribute` | publishing skills to OCI registries and installing them from registries and git, signed and locked (reachable only through the unstable API, for the binary) | oci-client, reqwest |
 //! | `otlp` | calls' spans continue a caller's W3C trace as OpenTelemetry spans (the binary exports them over OTLP/HTTP) | opentelemetry, tracing-opentelemetry |
 //! | `cli` (default) | the `skillbox` binary: all of the above | clap |
 //!
