@@ -566,7 +566,7 @@ fn anthropic_messages_with_tool_use() {
     assert_eq!(requests[0].headers["x-api-key"], "test-key");
     assert_eq!(requests[0].headers["anthropic-version"], "2023-06-01");
     assert!(
-        requests[0].body["system"]
+        requests[0].body["system"][0]["text"]
             .as_str()
             .unwrap()
             .contains("Rules")
@@ -585,6 +585,134 @@ fn anthropic_messages_with_tool_use() {
             .contains("\"3\"")
     );
     assert_eq!(messages[1]["content"][1]["type"], "tool_use");
+}
+
+/// Where a request body puts Anthropic prompt-cache breakpoints.
+fn breakpoints(body: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut walk = vec![(String::new(), body)];
+    while let Some((path, value)) = walk.pop() {
+        match value {
+            Value::Object(map) => {
+                if map.get("cache_control") == Some(&json!({"type": "ephemeral"})) {
+                    found.push(path.clone());
+                }
+                walk.extend(map.iter().map(|(k, v)| (format!("{path}/{k}"), v)));
+            }
+            Value::Array(items) => walk.extend(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (format!("{path}/{i}"), v)),
+            ),
+            _ => {}
+        }
+    }
+    found.sort();
+    found
+}
+
+#[test]
+fn the_fixed_prefix_is_cached_and_cached_tokens_are_counted() {
+    let cached = |reply: Reply, read: u64, write: u64| match reply {
+        Reply::Json(mut body) => {
+            body["usage"]["cache_read_input_tokens"] = json!(read);
+            body["usage"]["cache_creation_input_tokens"] = json!(write);
+            Reply::Json(body)
+        }
+        other => other,
+    };
+    let model = FakeModel::start(vec![
+        cached(
+            anthropic_tool_use("toolu_1", "load_skill", json!({"name": "data-peek"})),
+            0,
+            3000,
+        ),
+        cached(anthropic_answer("Done."), 3000, 120),
+    ]);
+    let out = agent(&model, &["Peek.", "--model", "anthropic:claude-test"]);
+    assert_eq!(out.run.code, 0, "{}", out.run.stderr);
+    let requests = model.requests();
+    let tools = requests[0].body["tools"].as_array().unwrap().len();
+    // The system prompt, the last tool definition, and the last message.
+    assert_eq!(
+        breakpoints(&requests[0].body),
+        [
+            "/messages/0/content/0".to_string(),
+            "/system/0".to_string(),
+            format!("/tools/{}", tools - 1),
+        ]
+    );
+    let second = breakpoints(&requests[1].body);
+    assert_eq!(second.len(), 3, "at most four are allowed: {second:?}");
+    assert!(
+        second.iter().any(|p| p.starts_with("/messages/2/")),
+        "the rolling breakpoint moved to the newest message: {second:?}"
+    );
+    assert_eq!(requests[0].body["system"], requests[1].body["system"]);
+    // The loaded skill's tools come after the ones offered before.
+    let names = |body: &Value| -> Vec<String> {
+        body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_string())
+            .collect()
+    };
+    let (before, after) = (names(&requests[0].body), names(&requests[1].body));
+    assert!(
+        after.len() > before.len() && after.starts_with(&before),
+        "{before:?} then {after:?}"
+    );
+    // Anthropic's input_tokens leaves the cached tokens out; the run counts
+    // everything sent, and says how much of it came from the cache.
+    out.run
+        .stderr_says(&["tokens in 6250 (cached 3000) out 30"]);
+    assert!(
+        out.run.stderr.contains("cached"),
+        "the table has the column"
+    );
+    let trace = out.trace();
+    let responses: Vec<&Value> = trace
+        .iter()
+        .filter(|e| e["event"] == "model_response")
+        .collect();
+    assert_eq!(responses[1]["usage"]["cache_read"], 3000);
+    assert_eq!(responses[0]["usage"]["cache_write"], 3000);
+
+    // OpenAI-compatible providers cache a prefix that is byte-for-byte the
+    // same; the system prompt and the tool list are, at every step.
+    let model = FakeModel::start(vec![
+        openai_calls(
+            &[("c1", "load_skill", r#"{"name":"data-peek"}"#)],
+            (900, 10),
+        ),
+        Reply::Json(json!({
+            "choices": [{"message": {"role": "assistant", "content": "Done."}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1000, "completion_tokens": 5, "prompt_tokens_details": {"cached_tokens": 896}}
+        })),
+    ]);
+    let out = agent(&model, &["Peek."]);
+    assert_eq!(out.run.code, 0, "{}", out.run.stderr);
+    let requests = model.requests();
+    assert_eq!(
+        requests[0].body["messages"][0].to_string(),
+        requests[1].body["messages"][0].to_string()
+    );
+    let tools = |i: usize| -> Vec<String> {
+        requests[i].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(Value::to_string)
+            .collect()
+    };
+    let (before, after) = (tools(0), tools(1));
+    assert!(
+        after.len() > before.len() && after.starts_with(&before),
+        "the earlier definitions stay a prefix, byte for byte"
+    );
+    out.run.stderr_says(&["tokens in 1900 (cached 896) out 15"]);
 }
 
 #[test]

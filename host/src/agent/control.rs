@@ -1,6 +1,7 @@
 //! The loop: assemble the context, call the model, run the tool calls it
 //! asks for, feed the results back, stop on an answer or a limit.
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value, json};
@@ -73,6 +74,10 @@ pub struct AgentLoop<'a, M: Model> {
     last_write: Option<(String, CallResult)>,
     done: Vec<String>,
     tool_calls: usize,
+    /// The order tools were first offered in. Tools a loaded skill adds
+    /// go at the end, so the definitions sent before stay a byte-identical
+    /// prefix the provider's prompt cache can reuse.
+    tool_order: Vec<String>,
 }
 
 impl<'a, M: Model> AgentLoop<'a, M> {
@@ -97,6 +102,7 @@ impl<'a, M: Model> AgentLoop<'a, M> {
             last_write: None,
             done: Vec::new(),
             tool_calls: 0,
+            tool_order: Vec::new(),
         }
     }
 
@@ -117,7 +123,7 @@ impl<'a, M: Model> AgentLoop<'a, M> {
                 Ok(t) => t,
                 Err(e) => break Stop::Stuck(e.to_string()),
             };
-            let defs: Vec<ToolDef> = tools.values().map(|t| t.def.clone()).collect();
+            let defs = self.in_stable_order(&tools);
             self.trim_context(&defs);
 
             let started = Instant::now();
@@ -138,13 +144,12 @@ impl<'a, M: Model> AgentLoop<'a, M> {
                     break Stop::Provider(e.to_string());
                 }
             };
-            self.usage.input += response.usage.input;
-            self.usage.output += response.usage.output;
+            self.usage.add(&response.usage);
             self.trace.event(
                 "model_response",
                 json!({
                     "step": step,
-                    "usage": {"input": response.usage.input, "output": response.usage.output},
+                    "usage": response.usage,
                     "stop_reason": response.stop_reason,
                     "text": response.text.as_deref().map(|t| clip(t, 200)),
                     "tool_calls": response.tool_calls.iter().map(|c| json!({"name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
@@ -162,6 +167,7 @@ impl<'a, M: Model> AgentLoop<'a, M> {
                 ms: started.elapsed().as_secs_f64() * 1000.0,
                 tokens_in: response.usage.input,
                 tokens_out: response.usage.output,
+                tokens_cached: response.usage.cache_read,
             });
             self.check_budget_warning();
             last_text = response.text.clone();
@@ -198,13 +204,29 @@ impl<'a, M: Model> AgentLoop<'a, M> {
         (outcome, self.trace)
     }
 
+    /// The tools' definitions: those offered before in the same order,
+    /// then new ones by name.
+    fn in_stable_order(&mut self, tools: &BTreeMap<String, HubTool>) -> Vec<ToolDef> {
+        self.tool_order.retain(|name| tools.contains_key(name));
+        for name in tools.keys() {
+            if !self.tool_order.contains(name) {
+                self.tool_order.push(name.clone());
+            }
+        }
+        self.tool_order
+            .iter()
+            .map(|name| tools[name].def.clone())
+            .collect()
+    }
+
     fn check_budget_warning(&mut self) {
         if let Some(budget) = self.options.budget_tokens {
             let used = self.usage.input + self.usage.output;
             if !self.budget_warned && used * 10 >= budget * 8 {
                 self.budget_warned = true;
                 self.trace.warn(&format!(
-                    "{used} of {budget} budget tokens used (80%); the loop stops at 100%"
+                    "{used} of {budget} budget tokens used (80%), {} of them read from the provider's prompt cache; the loop stops at 100%",
+                    self.usage.cache_read
                 ));
             }
         }
@@ -240,7 +262,7 @@ impl<'a, M: Model> AgentLoop<'a, M> {
         &mut self,
         step: usize,
         calls: &[ToolCall],
-        tools: &std::collections::BTreeMap<String, HubTool>,
+        tools: &BTreeMap<String, HubTool>,
     ) -> Option<Stop> {
         for call in calls {
             self.tool_calls += 1;
@@ -269,6 +291,7 @@ impl<'a, M: Model> AgentLoop<'a, M> {
                 ms,
                 tokens_in: 0,
                 tokens_out: 0,
+                tokens_cached: 0,
             });
             let (content, _) = cut_head_tail(&result.text, MAX_TOOL_RESULT, None);
             self.messages.push(Message::Tool {
@@ -291,7 +314,7 @@ impl<'a, M: Model> AgentLoop<'a, M> {
     async fn execute(
         &mut self,
         call: &ToolCall,
-        tools: &std::collections::BTreeMap<String, HubTool>,
+        tools: &BTreeMap<String, HubTool>,
     ) -> (CallResult, &'static str) {
         let correct = |text: String| {
             (

@@ -18,6 +18,8 @@ pub struct StepRow {
     pub ms: f64,
     pub tokens_in: u64,
     pub tokens_out: u64,
+    /// Of `tokens_in`, those read from the provider's prompt cache.
+    pub tokens_cached: u64,
 }
 
 /// The record of a run: one row per step, and optionally a JSON-lines
@@ -88,9 +90,9 @@ impl Trace {
     /// The table a person reads at the end, with totals.
     pub fn table(&self) -> String {
         let header = [
-            "step", "action", "input", "result", "ms", "tok in", "tok out",
+            "step", "action", "input", "result", "ms", "tok in", "cached", "tok out",
         ];
-        let mut rows: Vec<[String; 7]> = self
+        let mut rows: Vec<[String; 8]> = self
             .rows
             .iter()
             .map(|r| {
@@ -101,26 +103,22 @@ impl Trace {
                     clip(&r.result, 36),
                     format!("{:.0}", r.ms),
                     r.tokens_in.to_string(),
+                    r.tokens_cached.to_string(),
                     r.tokens_out.to_string(),
                 ]
             })
             .collect();
+        let total =
+            |field: fn(&StepRow) -> u64| self.rows.iter().map(field).sum::<u64>().to_string();
         rows.push([
             "total".into(),
             format!("{} actions", self.rows.len()),
             String::new(),
             String::new(),
             format!("{:.0}", self.rows.iter().fold(0.0, |sum, r| sum + r.ms)),
-            self.rows
-                .iter()
-                .map(|r| r.tokens_in)
-                .sum::<u64>()
-                .to_string(),
-            self.rows
-                .iter()
-                .map(|r| r.tokens_out)
-                .sum::<u64>()
-                .to_string(),
+            total(|r| r.tokens_in),
+            total(|r| r.tokens_cached),
+            total(|r| r.tokens_out),
         ]);
         let mut widths: Vec<usize> = header.iter().map(|h| h.len()).collect();
         for row in &rows {

@@ -9,6 +9,26 @@ pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
 pub const API_VERSION: &str = "2023-06-01";
 const MAX_TOKENS: u32 = 4096;
 
+/// A prompt-cache breakpoint: everything up to and including the block
+/// that carries it is cached (for five minutes, refreshed on each use).
+fn cache_point() -> Value {
+    json!({"type": "ephemeral"})
+}
+
+/// Puts the rolling breakpoint on the last content block of the last
+/// message (a text-only message becomes one text block to carry it).
+fn mark_last_block(messages: &mut [Value]) {
+    let Some(last) = messages.last_mut() else {
+        return;
+    };
+    if let Some(text) = last["content"].as_str().map(String::from) {
+        last["content"] = json!([{"type": "text", "text": text}]);
+    }
+    if let Some(block) = last["content"].as_array_mut().and_then(|c| c.last_mut()) {
+        block["cache_control"] = cache_point();
+    }
+}
+
 pub struct Anthropic {
     pub endpoint: Endpoint,
     key: String,
@@ -64,18 +84,28 @@ impl Anthropic {
                 }
             }
         }
+        mark_last_block(&mut messages);
+        // The system prompt and the tool definitions are the same at every
+        // step: each ends with a cache breakpoint, so the provider reads
+        // them from its prompt cache after the first step. The last
+        // message carries a rolling breakpoint, so the conversation so far
+        // is read from the cache at the next step too.
         let mut body = json!({
             "model": self.endpoint.model,
             "max_tokens": MAX_TOKENS,
-            "system": request.system,
+            "system": [{"type": "text", "text": request.system, "cache_control": cache_point()}],
             "messages": messages,
         });
         if !request.tools.is_empty() {
-            body["tools"] = request
+            let mut tools: Vec<Value> = request
                 .tools
                 .iter()
                 .map(|t| json!({"name": t.name, "description": t.description, "input_schema": t.input_schema}))
                 .collect();
+            if let Some(last) = tools.last_mut() {
+                last["cache_control"] = cache_point();
+            }
+            body["tools"] = Value::Array(tools);
         }
         body
     }
@@ -95,6 +125,19 @@ impl Anthropic {
             .await?;
         parse(&reply)
     }
+}
+
+/// Anthropic counts cached input apart: `input_tokens` is only what was
+/// neither read from nor written to the cache, so all three add up to
+/// what was sent.
+fn usage(usage: &Value) -> TokenUsage {
+    let count = |key: &str| usage[key].as_u64().unwrap_or(0);
+    let (read, write) = (
+        count("cache_read_input_tokens"),
+        count("cache_creation_input_tokens"),
+    );
+    TokenUsage::new(count("input_tokens") + read + write, count("output_tokens"))
+        .with_cache(read, write)
 }
 
 pub fn parse(reply: &Value) -> Result<ModelResponse, ProviderError> {
@@ -117,10 +160,7 @@ pub fn parse(reply: &Value) -> Result<ModelResponse, ProviderError> {
     Ok(ModelResponse {
         text: (!text.is_empty()).then_some(text),
         tool_calls,
-        usage: TokenUsage {
-            input: reply["usage"]["input_tokens"].as_u64().unwrap_or(0),
-            output: reply["usage"]["output_tokens"].as_u64().unwrap_or(0),
-        },
+        usage: usage(&reply["usage"]),
         stop_reason: reply["stop_reason"].as_str().map(String::from),
     })
 }

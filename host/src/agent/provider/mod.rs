@@ -26,10 +26,15 @@ pub struct ModelRequest<'a> {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[non_exhaustive]
 pub struct TokenUsage {
-    /// Tokens sent.
+    /// Tokens sent, cached or not.
     pub input: u64,
     /// Tokens generated.
     pub output: u64,
+    /// Of `input`, the tokens the provider read from its prompt cache
+    /// (billed at a fraction of the input price).
+    pub cache_read: u64,
+    /// Of `input`, the tokens the provider wrote to its prompt cache.
+    pub cache_write: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -50,7 +55,28 @@ pub struct ModelResponse {
 impl TokenUsage {
     /// `input` tokens sent and `output` tokens generated.
     pub fn new(input: u64, output: u64) -> Self {
-        TokenUsage { input, output }
+        TokenUsage {
+            input,
+            output,
+            cache_read: 0,
+            cache_write: 0,
+        }
+    }
+
+    /// The same, with `read` input tokens read from the provider's prompt
+    /// cache and `write` written to it.
+    pub fn with_cache(mut self, read: u64, write: u64) -> Self {
+        self.cache_read = read;
+        self.cache_write = write;
+        self
+    }
+
+    /// Adds another call's tokens.
+    pub fn add(&mut self, other: &TokenUsage) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
     }
 }
 

@@ -114,10 +114,18 @@ pub fn parse(reply: &Value) -> Result<ModelResponse, ProviderError> {
             .filter(|s| !s.is_empty())
             .map(String::from),
         tool_calls,
-        usage: TokenUsage {
-            input: reply["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
-            output: reply["usage"]["completion_tokens"].as_u64().unwrap_or(0),
-        },
+        // `prompt_tokens` includes the cached ones; providers without a
+        // prompt cache leave the details out.
+        usage: TokenUsage::new(
+            reply["usage"]["prompt_tokens"].as_u64().unwrap_or(0),
+            reply["usage"]["completion_tokens"].as_u64().unwrap_or(0),
+        )
+        .with_cache(
+            reply["usage"]["prompt_tokens_details"]["cached_tokens"]
+                .as_u64()
+                .unwrap_or(0),
+            0,
+        ),
         stop_reason: choice["finish_reason"].as_str().map(String::from),
     })
 }

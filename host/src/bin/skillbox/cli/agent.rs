@@ -148,7 +148,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
 
     eprint!("\n{}", trace.table());
     eprintln!(
-        "stop: {} · {} steps · {} tool calls · tokens in {} out {}",
+        "stop: {} · {} steps · {} tool calls · tokens in {} (cached {}) out {}",
         serde_json::to_value(&outcome.stop)
             .ok()
             .and_then(|v| v["reason"].as_str().map(String::from))
@@ -156,6 +156,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         outcome.steps,
         outcome.tool_calls,
         outcome.usage.input,
+        outcome.usage.cache_read,
         outcome.usage.output
     );
     if let Stop::Provider(error) = &outcome.stop {
