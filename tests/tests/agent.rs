@@ -668,10 +668,21 @@ fn the_fixed_prefix_is_cached_and_cached_tokens_are_counted() {
     // everything sent, and says how much of it came from the cache.
     out.run
         .stderr_says(&["tokens in 6250 (cached 3000) out 30"]);
+    let line_starting = |start: &str| {
+        out.run
+            .stderr
+            .lines()
+            .find(|l| l.starts_with(start))
+            .unwrap_or_default()
+            .to_string()
+    };
+    let header = line_starting("step");
     assert!(
-        out.run.stderr.contains("cached"),
-        "the table has the column"
+        header.contains("tok in  cached  tok out"),
+        "the table has the column: {header}"
     );
+    let total = line_starting("total");
+    assert!(total.contains("6250    3000"), "{total}");
     let trace = out.trace();
     let responses: Vec<&Value> = trace
         .iter()

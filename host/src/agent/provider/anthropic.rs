@@ -15,8 +15,9 @@ fn cache_point() -> Value {
     json!({"type": "ephemeral"})
 }
 
-/// Puts the rolling breakpoint on the last content block of the last
-/// message (a text-only message becomes one text block to carry it).
+/// Puts the rolling breakpoint on the last non-empty content block of the
+/// last message (a text-only message becomes one text block to carry it;
+/// the API refuses a breakpoint on an empty block).
 fn mark_last_block(messages: &mut [Value]) {
     let Some(last) = messages.last_mut() else {
         return;
@@ -24,7 +25,11 @@ fn mark_last_block(messages: &mut [Value]) {
     if let Some(text) = last["content"].as_str().map(String::from) {
         last["content"] = json!([{"type": "text", "text": text}]);
     }
-    if let Some(block) = last["content"].as_array_mut().and_then(|c| c.last_mut()) {
+    let is_empty = |block: &Value| block["text"] == "" || block["content"] == "";
+    if let Some(block) = last["content"]
+        .as_array_mut()
+        .and_then(|blocks| blocks.iter_mut().rev().find(|b| !is_empty(b)))
+    {
         block["cache_control"] = cache_point();
     }
 }
@@ -163,4 +168,23 @@ pub fn parse(reply: &Value) -> Result<ModelResponse, ProviderError> {
         usage: usage(&reply["usage"]),
         stop_reason: reply["stop_reason"].as_str().map(String::from),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_rolling_breakpoint_skips_empty_blocks() {
+        let mut messages = vec![json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "a", "content": "rows: 3"},
+            {"type": "tool_result", "tool_use_id": "b", "content": ""},
+        ]})];
+        mark_last_block(&mut messages);
+        assert_eq!(messages[0]["content"][0]["cache_control"], cache_point());
+        assert!(messages[0]["content"][1].get("cache_control").is_none());
+        let mut empty = vec![json!({"role": "user", "content": ""})];
+        mark_last_block(&mut empty);
+        assert!(empty[0]["content"][0].get("cache_control").is_none());
+    }
 }
