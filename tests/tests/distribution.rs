@@ -362,6 +362,24 @@ async fn a_published_skill_installs_with_its_provenance_and_its_tools_run() {
         &loaded,
         &["installed from", &digest_pushed, "signed by minisign:"],
     );
+    // Clients that hand their model the structured content see it there too.
+    let structured = loaded
+        .structured_content
+        .clone()
+        .expect("structured content");
+    assert!(
+        structured["provenance"]["resolved"]
+            .as_str()
+            .unwrap()
+            .ends_with(&digest_pushed),
+        "{structured}"
+    );
+    assert!(
+        structured["provenance"]["signer"]
+            .as_str()
+            .unwrap()
+            .starts_with("minisign:")
+    );
     let listed = client.peer().list_skills(None).await.unwrap().skills;
     let entry_listed = listed.iter().find(|s| s.name() == "data-peek").unwrap();
     let meta = serde_json::to_value(&entry_listed.meta).unwrap();

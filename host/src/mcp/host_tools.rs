@@ -340,6 +340,7 @@ pub async fn load_skill(
             "scripts": scripts,
             "references": skill.references,
             "notes": notes,
+            "provenance": skill.provenance,
         }),
     );
     Ok((skill, result))
