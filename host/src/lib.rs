@@ -83,11 +83,12 @@ mod sandbox;
 mod schema;
 mod skill;
 
-pub use call::{CallError, ConfirmPolicy};
+pub use call::{CallError, ConfirmPolicy, WorkspaceChanges, WorkspaceStatus};
 pub use embed::{
     BuildError, Builder, CompileOutcome, Compiled, ScriptOutput, SkillInfo, Skillbox, ToolInfo,
     ToolOutput,
 };
+pub use sandbox::stage::{Change, ChangeKind, ChangeSet, Kind as EntryKind};
 pub use sandbox::{EngineError, Mount, NetRequest, NetRule, QuotaKind, SandboxError, Usage};
 pub use schema::ArgError;
 pub use skill::Effect;
@@ -128,6 +129,7 @@ pub mod unstable {
     }
     /// The call path's pieces the benchmarks measure.
     pub mod call {
+        pub use crate::call::DryRun;
         pub mod audit {
             pub use crate::call::audit::Record;
         }
@@ -147,8 +149,13 @@ pub mod unstable {
     pub mod sandbox {
         pub use crate::sandbox::{
             CompileOrigin, DiskCache, EngineOptions, Grants, Limits, LoadedComponent,
-            MAX_MEMORY_BYTES, MIB, PinnedDir, Sandbox, SandboxError, SideEffect, WorkspaceGrant,
+            MAX_MEMORY_BYTES, MIB, PendingChanges, PinnedDir, Sandbox, SandboxError, SideEffect,
+            WorkspaceGrant, commit,
         };
+        /// Staged workspace writes: the transaction a write-granted call is.
+        pub mod stage {
+            pub use crate::sandbox::stage::{CommitError, Recovered, Stage, recover};
+        }
     }
     /// WIT types to JSON Schema.
     pub mod schema {

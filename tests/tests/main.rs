@@ -32,4 +32,5 @@ mod skills_cli;
 mod skills_collections;
 mod skills_corpus;
 mod tools;
+mod transactions;
 mod type_kinds;

@@ -157,6 +157,51 @@ impl Guest for Testbed {
             .collect()
     }
 
+    fn stage_steps(steps: Vec<String>) -> Result<Vec<String>, String> {
+        let mut out = Vec::new();
+        for step in &steps {
+            let mut words = step.splitn(3, ' ');
+            let (verb, a, b) = (words.next(), words.next(), words.next());
+            let said = match (verb, a, b) {
+                (Some("read"), Some(p), None) => std::fs::read_to_string(p).map_err(io_error)?,
+                (Some("list"), Some(p), None) => {
+                    let mut names: Vec<String> = std::fs::read_dir(p)
+                        .map_err(io_error)?
+                        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+                        .collect::<Result<_, _>>()
+                        .map_err(io_error)?;
+                    names.sort();
+                    names.join(",")
+                }
+                (Some("append"), Some(p), Some(text)) => {
+                    use std::io::Write;
+                    std::fs::OpenOptions::new()
+                        .append(true)
+                        .open(p)
+                        .and_then(|mut f| f.write_all(text.as_bytes()))
+                        .map_err(io_error)?;
+                    "ok".into()
+                }
+                (Some("rmdir"), Some(p), None) => {
+                    std::fs::remove_dir(p).map_err(io_error)?;
+                    "ok".into()
+                }
+                (Some("fetch"), Some(url), None) => http_get(url)?,
+                (Some("fail"), _, _) => return Err(step.clone()),
+                (Some("trap"), None, None) => panic!("trapping as asked"),
+                (Some("spin"), None, None) => loop {
+                    black_box(());
+                },
+                _ => {
+                    fs_step(step)?;
+                    "ok".into()
+                }
+            };
+            out.push(said);
+        }
+        Ok(out)
+    }
+
     fn fetch(url: String) -> Result<String, String> {
         http_get(&url)
     }

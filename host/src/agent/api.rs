@@ -55,6 +55,9 @@ pub struct Run {
     pub outcome: Outcome,
     /// Every model call and tool call; [`Trace::table`] renders it.
     pub trace: Trace,
+    /// What the run's calls changed, when the host runs dry
+    /// ([`crate::Builder::dry_run`]): nothing of it reached the workspace.
+    pub dry_run: crate::call::DryRun,
 }
 
 /// The agent loop over a [`Skillbox`]'s skills, external MCP servers and a
@@ -148,10 +151,12 @@ impl<M: Model> Agent<M> {
             .catalog_budget(self.catalog_budget)
             .build()
             .map_err(|e| AgentError::Server(format!("cannot start skillbox's MCP server: {e}")))?;
+        let dry_run = crate::call::DryRun::default();
         let hub = ToolHub::connect(
             server.shared().clone(),
             self.servers.as_ref(),
             AgentClient::new(self.approver),
+            dry_run.clone(),
         )
         .await?;
         // The user invoked this skill: say so to the session (as a client
@@ -178,7 +183,11 @@ impl<M: Model> Agent<M> {
         let agent = AgentLoop::new(&self.model, &hub, options, trace, &resident, task);
         let (outcome, trace) = agent.run().await;
         hub.close().await;
-        Ok(Run { outcome, trace })
+        Ok(Run {
+            outcome,
+            trace,
+            dry_run,
+        })
     }
 }
 

@@ -87,10 +87,11 @@ impl ToolHub {
         host: Arc<Shared>,
         config: Option<&McpConfig>,
         client: AgentClient,
+        dry_run: crate::call::DryRun,
     ) -> Result<Self, HubError> {
         let (client_io, server_io) = tokio::io::duplex(1 << 20);
         tokio::spawn(async move {
-            if let Ok(server) = Session::new(host).serve(server_io).await {
+            if let Ok(server) = Session::with_dry_run(host, dry_run).serve(server_io).await {
                 let _ = server.waiting().await;
             }
         });

@@ -45,6 +45,46 @@ pub struct Record {
     /// Outgoing HTTP requests: host, port, method, status, bytes, outcome.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<crate::sandbox::NetRequest>,
+    /// For a write-granted call: whether its workspace changes were
+    /// committed, discarded, conflicted or kept in a dry run, and how many.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workspace: Option<WorkspaceRecord>,
+}
+
+/// What became of a write-granted call's workspace changes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WorkspaceRecord {
+    /// `committed`, `discarded`, `conflicted`, `dry-run` or `declined`.
+    pub outcome: &'static str,
+    pub files: usize,
+    pub bytes: u64,
+}
+
+impl WorkspaceRecord {
+    pub fn new(outcome: &'static str, changes: &crate::sandbox::stage::ChangeSet) -> Self {
+        WorkspaceRecord {
+            outcome,
+            files: changes.files(),
+            bytes: changes.bytes(),
+        }
+    }
+
+    /// Refused at the commit: someone else changed a file the call used.
+    pub fn conflicted() -> Self {
+        WorkspaceRecord {
+            outcome: "conflicted",
+            ..Self::discarded()
+        }
+    }
+
+    /// Dropped before anyone counted them.
+    pub fn discarded() -> Self {
+        WorkspaceRecord {
+            outcome: "discarded",
+            files: 0,
+            bytes: 0,
+        }
+    }
 }
 
 pub struct AuditLog {

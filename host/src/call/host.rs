@@ -31,6 +31,9 @@ pub struct HostOptions {
     pub read_only: bool,
     /// Which of a model's calls need the user's confirmation first.
     pub confirm: super::ConfirmPolicy,
+    /// Nothing reaches the workspace: write-granted calls run staged, and
+    /// their changes stay in the caller's [`super::DryRun`].
+    pub dry_run: bool,
 }
 
 /// A skill's resolved tools, valid while its digests are unchanged.
@@ -344,6 +347,7 @@ impl Host {
         started: Instant,
         fuel: Option<u64>,
         network: &[crate::sandbox::NetRequest],
+        workspace: Option<super::audit::WorkspaceRecord>,
     ) {
         let provenance = call.skill.and_then(|s| s.provenance.as_deref());
         let record = Record {
@@ -365,6 +369,7 @@ impl Host {
             trace_id: call.trace.as_ref().map(|t| t.trace_id.clone()),
             parent_span_id: call.trace.as_ref().map(|t| t.parent_id.clone()),
             network: network.to_vec(),
+            workspace,
         };
         self.metrics.observe(&record, call.tool_resolved);
         if let Some(audit) = &self.audit {

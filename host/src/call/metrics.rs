@@ -39,6 +39,7 @@ pub struct Metrics {
     cache: IntCounterVec,
     egress_bytes: IntCounter,
     egress_requests: IntCounterVec,
+    workspace: IntCounterVec,
     /// Serialises bringing the cache counters up to date, so two scrapes
     /// at once do not both add the same difference.
     cache_sync: std::sync::Mutex<()>,
@@ -117,6 +118,12 @@ impl Metrics {
                 "Guests' outgoing HTTP requests by outcome (ok, denied, ...).",
                 &["outcome"],
             ),
+            workspace: counter(
+                "skillbox_workspace_transactions_total",
+                "Write-granted calls by what became of their workspace changes (committed, \
+                 discarded, conflicted, dry-run, declined).",
+                &["outcome"],
+            ),
             registry,
             cache_sync: std::sync::Mutex::new(()),
         }
@@ -142,6 +149,9 @@ impl Metrics {
                 .with_label_values(&[&request.outcome])
                 .inc();
             self.egress_bytes.inc_by(request.bytes);
+        }
+        if let Some(workspace) = &record.workspace {
+            self.workspace.with_label_values(&[workspace.outcome]).inc();
         }
     }
 

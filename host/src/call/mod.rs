@@ -40,4 +40,6 @@ pub mod trace;
 pub use confirm::{Approval, ConfirmPolicy, Question};
 pub use error::CallError;
 pub use host::{Host, HostOptions, json_size};
-pub use request::{Access, CallReply, Caller, Outcome, Target};
+pub use request::{
+    Access, CallReply, Caller, DryRun, Outcome, Target, WorkspaceChanges, WorkspaceStatus,
+};

@@ -7,14 +7,18 @@ use std::time::Instant;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use super::audit::WorkspaceRecord;
 use super::confirm::{Approval, Question};
 use super::error::CallError;
 use super::host::{CallRecord, Host, json_size};
 use super::prepare::{Prepared, Runs};
 use super::redact::Redactor;
-use super::request::{Access, CallReply, Caller, Outcome, SCRIPT_LABEL, Target};
+use super::request::{
+    Access, CallReply, Caller, Outcome, SCRIPT_LABEL, Target, WorkspaceChanges, WorkspaceStatus,
+};
 use crate::runtime::python;
-use crate::sandbox::{Grants, NetRequest, NetTrace, SandboxError, Usage};
+use crate::sandbox::stage::{ChangeSet, Stage};
+use crate::sandbox::{Grants, NetRequest, NetTrace, PendingChanges, SandboxError, Usage};
 use crate::skill::Skill;
 use crate::skill::policy;
 
@@ -24,6 +28,8 @@ struct Ran {
     usage: Usage,
     refusals: Vec<String>,
     stderr: String,
+    /// Its workspace changes, still staged.
+    staged: Option<Stage>,
 }
 
 impl Host {
@@ -101,6 +107,7 @@ impl Host {
                     started,
                     None,
                     &[],
+                    None,
                 );
                 if matches!(e, CallError::Moved { .. }) {
                     let host = self.clone();
@@ -136,7 +143,7 @@ impl Host {
                 }),
             };
             if let Some(refusal) = refusal {
-                self.record(&record, refusal.code(), started, None, &[]);
+                self.record(&record, refusal.code(), started, None, &[], None);
                 return Err(refusal);
             }
         }
@@ -158,6 +165,20 @@ impl Host {
         // The call's HTTP requests are logged here, outside the sandbox's
         // future, so they are recorded whatever ends the call.
         let net = NetTrace::default();
+        let writable = resolved
+            .grants
+            .workspace
+            .as_ref()
+            .is_some_and(|ws| ws.writable);
+        // A dry run's calls take turns on its changes; each starts from
+        // what the ones before it left.
+        let dry_run =
+            (writable && self.options.dry_run).then(|| caller.dry_run.clone().unwrap_or_default());
+        let mut dry_changes = match &dry_run {
+            Some(run) => Some(run.0.clone().lock_owned().await),
+            None => None,
+        };
+        let from = dry_changes.as_deref().and_then(Option::as_ref);
         let run = async {
             // A component still compiling is waited for before a call slot
             // is taken, and outside the call's own wall clock.
@@ -183,9 +204,11 @@ impl Host {
                             &resolved.grants,
                             &limits,
                             &net,
+                            from,
                         )
                         .await?;
                     Ok(Ran {
+                        staged: out.staged.take(),
                         outcome: Outcome::Value(out.value),
                         usage: out.usage,
                         refusals: out.refusals,
@@ -204,9 +227,18 @@ impl Host {
                     };
                     let out = self
                         .sandbox
-                        .run_script_traced(&component, argv, stdin, &resolved.grants, &limits, &net)
+                        .run_script_traced(
+                            &component,
+                            argv,
+                            stdin,
+                            &resolved.grants,
+                            &limits,
+                            &net,
+                            from,
+                        )
                         .await?;
                     let ran = Ran {
+                        staged: out.staged.take(),
                         usage: out.usage,
                         refusals: out.refusals.clone(),
                         stderr: String::new(),
@@ -221,6 +253,24 @@ impl Host {
             _ = cancel.cancelled() => Err(SandboxError::Cancelled),
             result = run => result,
         };
+        let (result, workspace) = match result {
+            Ok(mut ran) if writable => {
+                let staged = ran.staged.take();
+                match settle(staged, dry_changes.as_deref_mut()).await {
+                    Ok(changes) => {
+                        let record = WorkspaceRecord::new(changes.status.audit(), &changes.changes);
+                        (Ok((ran, Some(changes))), Some(record))
+                    }
+                    Err(e) => (Err(e), Some(WorkspaceRecord::conflicted())),
+                }
+            }
+            Ok(ran) => (Ok((ran, None)), None),
+            Err(e) => {
+                let record = writable.then(WorkspaceRecord::discarded);
+                (Err(e), record)
+            }
+        };
+        drop(dry_changes);
         // Every request the guest sent, whatever ended the call, with any
         // granted secret redacted from the host names it chose.
         let network: Vec<NetRequest> = net
@@ -230,14 +280,22 @@ impl Host {
             .map(|r| redactor.request(r))
             .collect();
         match &result {
-            Ok(ran) => self.record(&record, "ok", started, Some(ran.usage.fuel), &network),
+            Ok((ran, _)) => self.record(
+                &record,
+                "ok",
+                started,
+                Some(ran.usage.fuel),
+                &network,
+                workspace,
+            ),
             Err(e) => {
                 self.metrics.sandbox_error(e.code());
-                self.record(&record, e.code(), started, None, &network);
+                self.record(&record, e.code(), started, None, &network, workspace);
             }
         }
         match result {
-            Ok(ran) => Ok(CallReply {
+            Ok((ran, workspace)) => Ok(CallReply {
+                workspace,
                 outcome: redact_outcome(&redactor, ran.outcome),
                 notes,
                 warnings: ran.refusals.iter().map(|w| redactor.text(w)).collect(),
@@ -275,7 +333,7 @@ impl Host {
             trace: caller.trace.clone(),
             tool_resolved: true,
         };
-        self.record(&record, outcome, started, None, &[]);
+        self.record(&record, outcome, started, None, &[], None);
     }
 
     /// The question the user must answer before `target` runs for
@@ -334,6 +392,34 @@ impl Host {
             &prepared.component.digest,
         ))
     }
+}
+
+/// Where a successful call's staged changes go: into the dry run, when
+/// there is one; else into the workspace. A script that exited non-zero
+/// left none.
+async fn settle(
+    staged: Option<Stage>,
+    dry_run: Option<&mut Option<Stage>>,
+) -> Result<WorkspaceChanges, SandboxError> {
+    let Some(stage) = staged else {
+        return Ok(WorkspaceChanges {
+            status: WorkspaceStatus::Discarded,
+            changes: ChangeSet::default(),
+        });
+    };
+    if let Some(kept) = dry_run {
+        let changes = stage.changes();
+        *kept = Some(stage);
+        return Ok(WorkspaceChanges {
+            status: WorkspaceStatus::DryRun,
+            changes,
+        });
+    }
+    let pending = PendingChanges::holding(stage);
+    Ok(WorkspaceChanges {
+        status: WorkspaceStatus::Committed,
+        changes: crate::sandbox::commit(&pending).await?,
+    })
 }
 
 /// The outcome with every granted secret replaced by `[redacted:KEY]`.

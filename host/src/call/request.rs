@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::confirm::Approval;
 use super::trace::TraceContext;
+use crate::sandbox::stage::{ChangeSet, Stage};
 use crate::sandbox::{NetRequest, ScriptOutcome, Usage};
 use crate::skill::tools::{SkillTool, split_tool_name};
 
@@ -41,6 +42,104 @@ pub struct Caller {
     pub principal: Option<String>,
     /// The distributed trace the request arrived in (W3C `traceparent`).
     pub trace: Option<TraceContext>,
+    /// Where a dry run keeps the changes of this caller's calls so far
+    /// (one MCP session, one agent run), when the host runs dry.
+    pub dry_run: Option<DryRun>,
+}
+
+/// A dry run's staged workspace changes so far. Each call starts from
+/// them, and a call that succeeds leaves its changes on top; nothing ever
+/// reaches the workspace. Clones share the changes.
+#[derive(Debug, Clone, Default)]
+pub struct DryRun(pub(crate) std::sync::Arc<tokio::sync::Mutex<Option<Stage>>>);
+
+impl DryRun {
+    /// What the workspace would have changed by now.
+    pub async fn changes(&self) -> ChangeSet {
+        self.0
+            .lock()
+            .await
+            .as_ref()
+            .map(Stage::changes)
+            .unwrap_or_default()
+    }
+
+    /// Writes the changes into the workspace at last, wholly or not at all
+    /// (a run that stages everything and lands it at the end).
+    pub async fn commit(&self) -> Result<ChangeSet, crate::sandbox::SandboxError> {
+        let stage = self.0.lock().await.take();
+        match stage {
+            Some(stage) => {
+                crate::sandbox::commit(&crate::sandbox::PendingChanges::holding(stage)).await
+            }
+            None => Ok(ChangeSet::default()),
+        }
+    }
+
+    /// The changes as a git-format patch; `Err` names the files that are
+    /// binary or too large for one.
+    pub async fn patch(&self) -> Result<String, Vec<String>> {
+        let stage = self.0.lock().await;
+        match stage.as_ref() {
+            Some(stage) => stage.patch(&stage.changes()),
+            None => Ok(String::new()),
+        }
+    }
+}
+
+/// What became of a write-granted call's workspace changes.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct WorkspaceChanges {
+    pub status: WorkspaceStatus,
+    #[serde(flatten)]
+    pub changes: ChangeSet,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkspaceStatus {
+    /// Written to the workspace.
+    Committed,
+    /// Kept in the dry run; the workspace is untouched.
+    DryRun,
+    /// Dropped: a script that exited non-zero.
+    Discarded,
+}
+
+impl WorkspaceStatus {
+    /// The audit record's word for it.
+    pub fn audit(self) -> &'static str {
+        match self {
+            WorkspaceStatus::Committed => "committed",
+            WorkspaceStatus::DryRun => "dry-run",
+            WorkspaceStatus::Discarded => "discarded",
+        }
+    }
+}
+
+impl WorkspaceChanges {
+    /// The line a model and a person read under the result.
+    pub fn note(&self) -> Option<String> {
+        let lines = self.changes.lines().join("; ");
+        match self.status {
+            WorkspaceStatus::Committed => None,
+            WorkspaceStatus::DryRun if self.changes.is_empty() => Some(
+                "dry run: nothing is written to the workspace, and nothing would have changed \
+                 so far"
+                    .into(),
+            ),
+            WorkspaceStatus::DryRun => Some(format!(
+                "dry run: nothing is written to the workspace; with the calls so far it would \
+                 change {}: {lines}",
+                self.changes.summary()
+            )),
+            WorkspaceStatus::Discarded => Some(
+                "the script exited non-zero, so its workspace changes were discarded; the \
+                 workspace is as it was"
+                    .into(),
+            ),
+        }
+    }
 }
 
 /// The invocation policy a caller is held to.
@@ -79,6 +178,8 @@ pub struct CallReply {
     pub usage: Usage,
     /// The HTTP requests the guest sent or tried to send.
     pub network: Vec<NetRequest>,
+    /// What the call changed in the workspace, for a write-granted call.
+    pub workspace: Option<WorkspaceChanges>,
 }
 
 #[derive(Debug, Clone)]

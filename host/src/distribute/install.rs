@@ -302,20 +302,7 @@ fn unique_suffix(holder: &Path) -> String {
         .to_string()
 }
 
-/// A test build's pause point: with `SKILLBOX_TEST_PAUSE_AT=NAME`, the
-/// process says so on stderr and waits there to be killed, so a test can
-/// `kill -9` it at exactly this step. Release builds have none.
-fn pause_point(name: &str) {
-    #[cfg(debug_assertions)]
-    if std::env::var("SKILLBOX_TEST_PAUSE_AT").is_ok_and(|at| at == name) {
-        eprintln!("skillbox: paused at {name}");
-        loop {
-            std::thread::park();
-        }
-    }
-    #[cfg(not(debug_assertions))]
-    let _ = name;
-}
+use crate::sandbox::stage::pause_point;
 
 #[cfg(test)]
 mod tests {

@@ -33,6 +33,7 @@ pub struct Builder {
     policy: UserPolicy,
     overrides: LimitOverrides,
     read_only: bool,
+    dry_run: bool,
     confirm: ConfirmPolicy,
     max_concurrency: usize,
     max_per_client: Option<usize>,
@@ -57,6 +58,7 @@ impl Default for Builder {
             policy: UserPolicy::default(),
             overrides: LimitOverrides::default(),
             read_only: false,
+            dry_run: false,
             confirm: ConfirmPolicy::Never,
             max_concurrency: 8,
             max_per_client: None,
@@ -165,6 +167,14 @@ impl Builder {
         self
     }
 
+    /// Runs dry: tools may write to the workspace, but only into a staging
+    /// area; each result says what would have changed, and nothing ever
+    /// reaches the workspace.
+    pub fn dry_run(mut self) -> Self {
+        self.dry_run = true;
+        self
+    }
+
     /// Serves only tools declared `read`: no writes, no scripts, and the
     /// workspace read-only.
     pub fn read_only(mut self) -> Self {
@@ -237,6 +247,20 @@ impl Builder {
                 name: shown_name(dir),
             });
         }
+        // What a call that died left for the workspace is settled before
+        // anything runs: a commit with a journal is finished, a stage
+        // without one dropped.
+        let recovered = match &self.policy.workspace {
+            Some(dir) => crate::sandbox::stage::recover(dir)
+                .map_err(|e| BuildError::Recovery {
+                    name: shown_name(dir),
+                    reason: crate::sandbox::io_reason(&e),
+                })?
+                .iter()
+                .map(|r| r.message())
+                .collect(),
+            None => Vec::new(),
+        };
         let cache = match self.cache {
             Place::Default => DiskCache::default_location(),
             Place::At(dir) => Some(DiskCache::new(dir)),
@@ -270,10 +294,12 @@ impl Builder {
                 .max(1),
             read_only: self.read_only,
             confirm: self.confirm,
+            dry_run: self.dry_run,
         };
         let host = Host::new(options, Arc::new(sandbox), audit)?;
         Ok(Skillbox {
             host: Arc::new(host),
+            recovered,
             #[cfg(feature = "mcp")]
             fingerprint,
         })

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 pub use builder::Builder;
 pub use compile::{CompileOutcome, Compiled};
 
-use crate::call::{CallError, Caller, Host, Outcome, Target};
+use crate::call::{CallError, Caller, Host, Outcome, Target, WorkspaceChanges};
 use crate::sandbox::{NetRequest, Usage};
 use crate::skill::Effect;
 
@@ -39,6 +39,7 @@ use crate::skill::Effect;
 #[derive(Clone)]
 pub struct Skillbox {
     pub(crate) host: Arc<Host>,
+    pub(crate) recovered: Vec<String>,
     /// The skill folders' fingerprint before the catalog was built, so a
     /// server's reload watcher misses no change made while it started.
     #[cfg(feature = "mcp")]
@@ -54,6 +55,19 @@ pub enum BuildError {
     Workspace {
         /// The folder's last path component.
         name: String,
+    },
+    /// A call that died left changes pending for the workspace, and they
+    /// could not be finished or dropped.
+    #[error(
+        "the workspace `{name}` has changes an interrupted call left pending, and they cannot \
+         be settled ({reason}); check that the state folder (SKILLBOX_STATE_DIR or \
+         XDG_STATE_HOME) is writable"
+    )]
+    Recovery {
+        /// The folder's last path component.
+        name: String,
+        /// What failed, without paths.
+        reason: String,
     },
     /// A grant does not fit the skills (an environment key several skills
     /// request, a network grant for a skill that does not request it), or
@@ -125,6 +139,9 @@ pub struct ToolOutput {
     pub usage: Usage,
     /// The HTTP requests the tool sent (or tried to).
     pub network: Vec<NetRequest>,
+    /// For a write-granted call: what it changed in the workspace
+    /// (committed), or would have (a dry run).
+    pub workspace: Option<WorkspaceChanges>,
 }
 
 /// A script's run: its exit code and what it printed.
@@ -141,12 +158,22 @@ pub struct ScriptOutput {
     pub notes: Vec<String>,
     /// Fuel and time the run used.
     pub usage: Usage,
+    /// What the script changed in the workspace (or would have, in a dry
+    /// run). A script that exits non-zero changes nothing.
+    pub workspace: Option<WorkspaceChanges>,
 }
 
 impl Skillbox {
     /// Starts configuring a host. See [`Builder`].
     pub fn builder() -> Builder {
         Builder::default()
+    }
+
+    /// What [`Builder::build`] settled for the workspace before anything
+    /// ran: an interrupted commit finished, or an unfinished call's staged
+    /// changes dropped, in words.
+    pub fn recovered(&self) -> &[String] {
+        &self.recovered
     }
 
     /// The skills loaded, in catalog order.
@@ -233,6 +260,7 @@ impl Skillbox {
                 warnings: reply.warnings,
                 usage: reply.usage,
                 network: reply.network,
+                workspace: reply.workspace,
             }),
             Outcome::Script(_) => unreachable!("a tool call returns a value"),
         }
@@ -261,6 +289,7 @@ impl Skillbox {
                 stderr: outcome.stderr,
                 notes: reply.notes.into_iter().chain(reply.warnings).collect(),
                 usage: outcome.usage,
+                workspace: reply.workspace,
             }),
             Outcome::Value(_) => unreachable!("a script run returns a script outcome"),
         }

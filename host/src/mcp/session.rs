@@ -54,6 +54,8 @@ pub struct Session {
     /// Skills the user invoked in this session (their prompt was fetched).
     user_invoked: Arc<Mutex<BTreeSet<String>>>,
     log_level: Arc<Mutex<LoggingLevel>>,
+    /// What this session's calls changed so far, when the server runs dry.
+    dry_run: crate::call::DryRun,
 }
 
 fn snapshot(set: &Mutex<BTreeSet<String>>) -> BTreeSet<String> {
@@ -67,6 +69,15 @@ fn insert(set: &Mutex<BTreeSet<String>>, name: &str) -> bool {
 }
 
 impl Session {
+    /// A session whose dry-run changes go to `dry_run`, which the caller
+    /// keeps (the agent writes them as a patch).
+    pub fn with_dry_run(server: Arc<Shared>, dry_run: crate::call::DryRun) -> Self {
+        Session {
+            dry_run,
+            ..Self::new(server)
+        }
+    }
+
     /// A session of `server`, before the client's `initialize`.
     pub fn new(server: Arc<Shared>) -> Self {
         Session {
@@ -74,6 +85,7 @@ impl Session {
             activated: Arc::new(Mutex::new(BTreeSet::new())),
             user_invoked: Arc::new(Mutex::new(BTreeSet::new())),
             log_level: Arc::new(Mutex::new(LoggingLevel::Warning)),
+            dry_run: Default::default(),
         }
     }
 
@@ -91,6 +103,7 @@ impl Session {
             approval: Default::default(),
             principal: principal(context),
             trace: trace_context(context),
+            dry_run: Some(self.dry_run.clone()),
         }
     }
 
@@ -238,27 +251,39 @@ impl Session {
                     self.log(context, LoggingLevel::Warning, "skillbox", warning.clone())
                         .await;
                 }
+                let workspace_note = reply.workspace.as_ref().and_then(|w| w.note());
                 let value = match &reply.outcome {
                     Outcome::Value(value) => value,
                     Outcome::Script(outcome) => {
                         // What the host refused the script is a note too.
-                        let notes = [reply.notes.as_slice(), reply.warnings.as_slice()].concat();
-                        return Ok(host_tools::script_result(&self.server, outcome, &notes));
+                        let notes = [reply.notes.as_slice(), reply.warnings.as_slice()]
+                            .concat()
+                            .into_iter()
+                            .chain(workspace_note)
+                            .collect::<Vec<_>>();
+                        let result = host_tools::script_result(&self.server, outcome, &notes);
+                        return Ok(with_workspace_meta(result, &reply));
                     }
                 };
                 let hint = reply.tool.as_ref().and_then(|t| t.paging.as_deref());
                 let mut result = results::success(value, self.server.options.output_budget, hint);
-                if !reply.warnings.is_empty() {
+                let notes: Vec<String> = reply
+                    .warnings
+                    .iter()
+                    .cloned()
+                    .chain(workspace_note)
+                    .collect();
+                if !notes.is_empty() {
                     result.content.push(rmcp::model::ContentBlock::text(format!(
                         "note: {}",
-                        reply.warnings.join("\nnote: ")
+                        notes.join("\nnote: ")
                     )));
                     // The notes are not the tool's value, and a client that
                     // prefers structured content would hide them from its
                     // model: the text, which has both, is the whole result.
                     result.structured_content = None;
                 }
-                Ok(result)
+                Ok(with_workspace_meta(result, &reply))
             }
             // An unknown tool is a protocol error (-32602), with the
             // teaching text in its message.
@@ -386,4 +411,19 @@ fn unknown_tool(name: &str, why: &str, listed: &[rmcp::model::Tool]) -> McpError
         ),
         Some(serde_json::json!({"tool": name})),
     )
+}
+
+/// The `_meta` key under which a write-granted call's result says what it
+/// changed in the workspace (committed, or kept in a dry run).
+pub const WORKSPACE_META_KEY: &str = "io.skillbox/workspace";
+
+fn with_workspace_meta(mut result: CallToolResult, reply: &CallReply) -> CallToolResult {
+    if let Some(workspace) = &reply.workspace
+        && let Ok(value) = serde_json::to_value(workspace)
+    {
+        let mut meta = result.meta.take().unwrap_or_default();
+        meta.insert(WORKSPACE_META_KEY.to_string(), value);
+        result.meta = Some(meta);
+    }
+    result
 }

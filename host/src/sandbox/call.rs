@@ -1,5 +1,6 @@
 //! Running one call in a fresh store, and naming what stopped it.
 
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -16,6 +17,7 @@ use super::grants::Grants;
 use super::limits::Limits;
 use super::mount::QuotaExceeded;
 use super::output::OutputOverflow;
+use super::stage::{ChangeSet, CommitError, Stage};
 use super::store::{CallIo, CallState, MemoryLimitHit, new_store};
 use crate::schema::{WitType, args_from_json, to_json};
 
@@ -31,6 +33,10 @@ pub struct CallOutcome {
     pub network: Vec<NetRequest>,
     /// Requests the egress policy refused although the call went on.
     pub refusals: Vec<String>,
+    /// The workspace changes the call staged, not yet written.
+    pub staged: PendingChanges,
+    /// What the call changed in the workspace, once committed.
+    pub changes: ChangeSet,
 }
 
 /// A finished script run. A non-zero exit is an outcome, not an error.
@@ -42,6 +48,60 @@ pub struct ScriptOutcome {
     pub usage: Usage,
     pub network: Vec<NetRequest>,
     pub refusals: Vec<String>,
+    /// The workspace changes the script staged, not yet written. A script
+    /// that exits non-zero failed, like a tool returning `err`: its
+    /// changes are discarded and this is empty.
+    pub staged: PendingChanges,
+    pub changes: ChangeSet,
+}
+
+/// A call's staged workspace changes, until someone commits them (take
+/// the [`Stage`] and call [`Stage::commit`]). When the last clone of the
+/// outcome is dropped with the stage still here, the changes are
+/// discarded.
+#[derive(Clone, Default)]
+pub struct PendingChanges(Arc<Mutex<Option<Stage>>>);
+
+impl PendingChanges {
+    fn new(stage: Option<Stage>) -> Self {
+        PendingChanges(Arc::new(Mutex::new(stage)))
+    }
+
+    /// Holds `stage` for [`commit`].
+    pub fn holding(stage: Stage) -> Self {
+        Self::new(Some(stage))
+    }
+
+    /// The stage, once: later calls get `None`.
+    pub fn take(&self) -> Option<Stage> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+impl std::fmt::Debug for PendingChanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let held = self.0.lock().map(|s| s.is_some()).unwrap_or(false);
+        f.debug_tuple("PendingChanges").field(&held).finish()
+    }
+}
+
+/// The stage a call with a writable workspace writes into: a fresh one, or
+/// a copy of `from` (a dry run's changes so far).
+fn begin_stage(grants: &Grants, from: Option<&Stage>) -> Result<Option<Stage>, SandboxError> {
+    let Some(ws) = grants.workspace.as_ref().filter(|ws| ws.writable) else {
+        return Ok(None);
+    };
+    let stage = match from {
+        Some(base) => base.fork(&ws.host_dir),
+        None => Stage::begin(&ws.host_dir),
+    };
+    stage.map(Some).map_err(|e| {
+        SandboxError::Host(format!(
+            "cannot stage the call's workspace changes ({}); check that the state folder \
+             (SKILLBOX_STATE_DIR or XDG_STATE_HOME) is writable",
+            super::io_reason(&e)
+        ))
+    })
 }
 
 /// What a call consumed, for audit records and benchmarks.
@@ -57,6 +117,7 @@ fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
     s.serialize_f64(d.as_secs_f64() * 1000.0)
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn call_function(
     engine: &SandboxEngine,
     component: &LoadedComponent,
@@ -65,6 +126,7 @@ pub(crate) async fn call_function(
     grants: &Grants,
     limits: &Limits,
     net: NetTrace,
+    from: Option<&Stage>,
 ) -> Result<CallOutcome, SandboxError> {
     let func =
         component
@@ -78,7 +140,8 @@ pub(crate) async fn call_function(
     let params = args_from_json(&func.params, args)?;
 
     let io = CallIo::new(limits, net);
-    let mut store = new_store(&engine.engine, &engine.scratch, grants, limits, &io)?;
+    let stage = begin_stage(grants, from)?;
+    let mut store = new_store(&engine.engine, &engine.scratch, grants, limits, &io, stage)?;
     let started = Instant::now();
     let result_ty = func.result.clone();
     let index = component
@@ -125,9 +188,12 @@ pub(crate) async fn call_function(
         usage,
         network: net.requests,
         refusals,
+        staged: PendingChanges::new(store.data_mut().fs.take_stage()),
+        changes: ChangeSet::default(),
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn run_command(
     engine: &SandboxEngine,
     component: &LoadedComponent,
@@ -136,6 +202,7 @@ pub(crate) async fn run_command(
     grants: &Grants,
     limits: &Limits,
     net: NetTrace,
+    from: Option<&Stage>,
 ) -> Result<ScriptOutcome, SandboxError> {
     if !component.exports.is_command {
         return Err(SandboxError::Load(
@@ -149,7 +216,8 @@ pub(crate) async fn run_command(
     let mut io = CallIo::new(limits, net);
     io.args = argv;
     io.stdin = stdin;
-    let mut store = new_store(&engine.engine, &engine.scratch, grants, limits, &io)?;
+    let stage = begin_stage(grants, from)?;
+    let mut store = new_store(&engine.engine, &engine.scratch, grants, limits, &io, stage)?;
     let started = Instant::now();
     let run = async {
         let instance = command.instantiate_async(&mut store).await?;
@@ -172,6 +240,7 @@ pub(crate) async fn run_command(
     };
     check_streams(&io)?;
     check_network(&net, limits)?;
+    let stage = store.data_mut().fs.take_stage();
     Ok(ScriptOutcome {
         exit_code,
         stdout: io.stdout.text(),
@@ -179,6 +248,8 @@ pub(crate) async fn run_command(
         usage,
         network: net.requests,
         refusals,
+        staged: PendingChanges::new(stage.filter(|_| exit_code == 0)),
+        changes: ChangeSet::default(),
     })
 }
 
@@ -344,4 +415,19 @@ fn unwrap_result(ty: &WitType, val: &Val) -> Result<Value, SandboxError> {
         }
         (ty, val) => Ok(to_json(ty, val)),
     }
+}
+
+/// Commits what `staged` holds, off the async threads: the workspace's
+/// changes as written, or why nothing was.
+pub async fn commit(staged: &PendingChanges) -> Result<ChangeSet, SandboxError> {
+    let Some(stage) = staged.take() else {
+        return Ok(ChangeSet::default());
+    };
+    tokio::task::spawn_blocking(move || stage.commit())
+        .await
+        .map_err(|_| SandboxError::Host("the workspace commit was interrupted".into()))?
+        .map_err(|e| match e {
+            CommitError::Conflict { .. } => SandboxError::Conflict(e.to_string()),
+            CommitError::Io(_) => SandboxError::Host(e.to_string()),
+        })
 }

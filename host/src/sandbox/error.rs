@@ -93,6 +93,11 @@ pub enum SandboxError {
         limit: u64,
     },
 
+    /// The call succeeded, but a file it read or changed was changed by
+    /// someone else while it ran, so its workspace changes were dropped.
+    #[error("{0}")]
+    Conflict(String),
+
     #[error(
         "invalid arguments: {0}. Nothing was run. Fix this argument to match the tool's \
          inputSchema and call again."
@@ -162,6 +167,7 @@ impl SandboxError {
             SandboxError::OutputLimit { .. } => "output_limit",
             SandboxError::ResponseLimit { .. } => "response_limit",
             SandboxError::Quota { .. } => "quota",
+            SandboxError::Conflict(_) => "conflict",
             SandboxError::InvalidArguments(_) => "invalid_arguments",
             SandboxError::ToolError { .. } => "tool_error",
             SandboxError::Trap { .. } => "trap",

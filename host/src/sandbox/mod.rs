@@ -23,6 +23,7 @@ mod mount;
 mod output;
 mod pending;
 mod scratch;
+pub mod stage;
 mod store;
 
 use std::collections::HashMap;
@@ -35,7 +36,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 pub use cache::{DEFAULT_CACHE_MAX_BYTES, DiskCache};
-pub use call::{CallOutcome, ScriptOutcome, Usage};
+pub use call::{CallOutcome, PendingChanges, ScriptOutcome, Usage, commit};
 pub use component::{CompileOrigin, LoadedComponent, header_problem};
 pub use egress::{NetRequest, NetRule, NetTrace};
 pub use engine::{EngineError, EngineOptions, MAX_MEMORY_BYTES, POOL_INSTANCES};
@@ -46,6 +47,7 @@ pub use mount::{Mount, QuotaKind};
 pub use pending::{Compiled, PendingComponent};
 
 use engine::SandboxEngine;
+use stage::Stage;
 
 /// Components larger than this are refused before reading them whole.
 pub const MAX_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
@@ -220,7 +222,8 @@ impl Sandbox {
         Ok(pending)
     }
 
-    /// Calls one exported function with JSON arguments.
+    /// Calls one exported function with JSON arguments. Its workspace
+    /// changes are committed when it succeeds, and discarded otherwise.
     pub async fn call(
         &self,
         component: &LoadedComponent,
@@ -229,20 +232,27 @@ impl Sandbox {
         grants: &Grants,
         limits: &Limits,
     ) -> Result<CallOutcome, SandboxError> {
-        self.call_traced(
-            component,
-            function,
-            args,
-            grants,
-            limits,
-            &NetTrace::default(),
-        )
-        .await
+        let mut out = self
+            .call_traced(
+                component,
+                function,
+                args,
+                grants,
+                limits,
+                &NetTrace::default(),
+                None,
+            )
+            .await?;
+        out.changes = commit(&out.staged).await?;
+        Ok(out)
     }
 
     /// [`Sandbox::call`], logging its HTTP requests to `net`, which the
     /// caller keeps: whatever the outcome (a trap, a timeout, a dropped
-    /// future), what the guest sent is there.
+    /// future), what the guest sent is there. Its workspace changes are
+    /// left staged in the outcome (on top of `from`'s, for a dry run), for
+    /// the caller to commit.
+    #[allow(clippy::too_many_arguments)]
     pub async fn call_traced(
         &self,
         component: &LoadedComponent,
@@ -251,6 +261,7 @@ impl Sandbox {
         grants: &Grants,
         limits: &Limits,
         net: &NetTrace,
+        from: Option<&Stage>,
     ) -> Result<CallOutcome, SandboxError> {
         let _slot = self.slot().await?;
         call::call_function(
@@ -261,6 +272,7 @@ impl Sandbox {
             grants,
             limits,
             net.clone(),
+            from,
         )
         .await
     }
@@ -275,11 +287,24 @@ impl Sandbox {
         grants: &Grants,
         limits: &Limits,
     ) -> Result<ScriptOutcome, SandboxError> {
-        self.run_script_traced(component, argv, stdin, grants, limits, &NetTrace::default())
-            .await
+        let mut out = self
+            .run_script_traced(
+                component,
+                argv,
+                stdin,
+                grants,
+                limits,
+                &NetTrace::default(),
+                None,
+            )
+            .await?;
+        out.changes = commit(&out.staged).await?;
+        Ok(out)
     }
 
-    /// [`Sandbox::run_script`], logging its HTTP requests to `net`.
+    /// [`Sandbox::run_script`], logging its HTTP requests to `net`, its
+    /// workspace changes left staged (see [`Sandbox::call_traced`]).
+    #[allow(clippy::too_many_arguments)]
     pub async fn run_script_traced(
         &self,
         component: &LoadedComponent,
@@ -288,6 +313,7 @@ impl Sandbox {
         grants: &Grants,
         limits: &Limits,
         net: &NetTrace,
+        from: Option<&Stage>,
     ) -> Result<ScriptOutcome, SandboxError> {
         let _slot = self.slot().await?;
         call::run_command(
@@ -298,6 +324,7 @@ impl Sandbox {
             grants,
             limits,
             net.clone(),
+            from,
         )
         .await
     }

@@ -22,6 +22,7 @@ use super::grants::{Grants, PACKAGES_MOUNT, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPAC
 use super::limits::Limits;
 use super::output::CappedPipe;
 use super::scratch::{ScratchLease, ScratchPool};
+use super::stage::Stage;
 
 /// Raised by the limiter when the guest asks for more memory than allowed.
 #[derive(Debug, thiserror::Error)]
@@ -192,6 +193,7 @@ pub fn new_store(
     grants: &Grants,
     limits: &Limits,
     io: &CallIo,
+    stage: Option<Stage>,
 ) -> Result<Store<CallState>, SandboxError> {
     let scratch = scratch
         .lease()
@@ -269,6 +271,7 @@ pub fn new_store(
                 entries: limits.workspace_entries,
             },
         )
+        .with_stage(stage)
         .with_workspace_root(
             grants
                 .workspace

@@ -18,6 +18,7 @@
 //! folder fails with `not-permitted`, and the host says why.
 
 mod budget;
+mod overlay;
 mod protect;
 
 use std::collections::HashMap;
@@ -29,11 +30,13 @@ use wasmtime_wasi::WasiView;
 use wasmtime_wasi::filesystem::{Descriptor as FsDescriptor, WasiFilesystemView};
 use wasmtime_wasi::p2::bindings::filesystem::preopens;
 use wasmtime_wasi::p2::bindings::filesystem::types::{
-    Descriptor, DescriptorFlags, DescriptorType, ErrorCode, HostDescriptor, OpenFlags, PathFlags,
+    Descriptor, DescriptorFlags, DescriptorType, DirectoryEntryStream, ErrorCode, HostDescriptor,
+    NewTimestamp, OpenFlags, PathFlags,
 };
 use wasmtime_wasi::p2::{DynOutputStream, FsResult};
 
 use super::mount::{Mount, QuotaKind};
+use super::stage::Stage;
 pub use budget::QuotaLimits;
 use budget::{Budget, CountedStream};
 use protect::{Last, Refusal};
@@ -49,6 +52,8 @@ pub struct FsGuard {
     refusals: Vec<String>,
     /// The workspace's real path, for the links made in it.
     workspace_root: Option<std::path::PathBuf>,
+    /// The call's staged workspace, when its writes are staged.
+    staged: Option<overlay::Staged>,
 }
 
 impl FsGuard {
@@ -59,7 +64,20 @@ impl FsGuard {
             descriptors: HashMap::new(),
             refusals: Vec::new(),
             workspace_root: None,
+            staged: None,
         }
+    }
+
+    /// Sends the call's `/workspace` through `stage`: its changes are kept
+    /// there until the caller commits them.
+    pub fn with_stage(mut self, stage: Option<Stage>) -> Self {
+        self.staged = stage.map(overlay::Staged::new);
+        self
+    }
+
+    /// The call's staged changes, taken out once it has finished.
+    pub fn take_stage(&mut self) -> Option<Stage> {
+        self.staged.take().map(|s| s.stage)
     }
 
     /// Names the workspace's folder on the host (canonical), so links made
@@ -79,6 +97,10 @@ impl FsGuard {
             Mount::Scratch => self.scratch.clone(),
             Mount::Workspace => self.workspace.clone(),
         })
+    }
+
+    fn tag_rep(&mut self, rep: u32, mount: Mount) {
+        self.descriptors.insert(rep, mount);
     }
 
     fn tag(&mut self, child: &Resource<Descriptor>, parent: Option<Mount>) {
@@ -191,7 +213,11 @@ pub fn shadow_filesystem<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Resu
             let state = store.data_mut();
             let dirs = preopens::Host::get_directories(&mut state.filesystem())?;
             for (fd, guest) in &dirs {
-                state.fs_guard().tag(fd, Mount::from_guest_path(guest));
+                let mount = Mount::from_guest_path(guest);
+                state.fs_guard().tag(fd, mount);
+                if mount == Some(Mount::Workspace) {
+                    overlay::preopened(state, fd)?;
+                }
             }
             Ok((dirs,))
         },
@@ -265,6 +291,9 @@ pub fn shadow_filesystem<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Resu
         )| {
             Box::new(async move {
                 let state = store.data_mut();
+                if let Some(base) = overlay::dir_of(state, &fd) {
+                    return overlay::open_at(state, base, path_flags, path, oflags, flags).await;
+                }
                 // One stat serves both checks below. Opening a FIFO or a
                 // device blocks the host thread that opens it until someone
                 // else opens the other end, which may be never: such files
@@ -333,6 +362,9 @@ pub fn shadow_filesystem<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Resu
         |mut store: StoreContextMut<'_, T>, (fd, path): (Resource<Descriptor>, String)| {
             Box::new(async move {
                 let state = store.data_mut();
+                if let Some(base) = overlay::dir_of(state, &fd) {
+                    return overlay::create_directory_at(state, base, path);
+                }
                 let check = |dir: &std::fs::File| protect::check_change(dir, &path, Last::Link);
                 if let Some(code) = guard(state, "create", &[(&fd, &check)]) {
                     return refused(code);
@@ -354,6 +386,9 @@ pub fn shadow_filesystem<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Resu
          (fd, target, link): (Resource<Descriptor>, String, String)| {
             Box::new(async move {
                 let state = store.data_mut();
+                if let Some(base) = overlay::dir_of(state, &fd) {
+                    return overlay::symlink_at(state, base, target, link);
+                }
                 let root = state.fs_guard().workspace_root.clone();
                 let check = |dir: &std::fs::File| {
                     protect::check_new_name(dir, &link)?;
@@ -387,6 +422,11 @@ pub fn shadow_filesystem<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Resu
         )| {
             Box::new(async move {
                 let state = store.data_mut();
+                if overlay::dir_of(state, &fd).is_some()
+                    || overlay::dir_of(state, &new_fd).is_some()
+                {
+                    return overlay::link_at(state, &new);
+                }
                 // A hard link to a protected file would be a writable alias.
                 let from = |dir: &std::fs::File| protect::check_change(dir, &old, Last::Link);
                 let to = |dir: &std::fs::File| protect::check_new_name(dir, &new);
@@ -418,6 +458,13 @@ pub fn shadow_filesystem<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Resu
          (fd, old, new_fd, new): (Resource<Descriptor>, String, Resource<Descriptor>, String)| {
             Box::new(async move {
                 let state = store.data_mut();
+                if let Some(base) = overlay::dir_of(state, &fd) {
+                    let to_base = overlay::dir_of(state, &new_fd);
+                    return overlay::rename_at(state, base, old, to_base, new);
+                }
+                if overlay::dir_of(state, &new_fd).is_some() {
+                    return refused(ErrorCode::CrossDevice);
+                }
                 let from = |dir: &std::fs::File| protect::check_new_name(dir, &old);
                 let to = |dir: &std::fs::File| protect::check_new_name(dir, &new);
                 if let Some(code) = guard(state, "rename", &[(&fd, &from), (&new_fd, &to)]) {
@@ -432,6 +479,9 @@ pub fn shadow_filesystem<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Resu
         |mut store: StoreContextMut<'_, T>, (fd, path): (Resource<Descriptor>, String)| {
             Box::new(async move {
                 let state = store.data_mut();
+                if let Some(base) = overlay::dir_of(state, &fd) {
+                    return overlay::unlink_file_at(state, base, path);
+                }
                 let check = |dir: &std::fs::File| protect::check_change(dir, &path, Last::Link);
                 if let Some(code) = guard(state, "remove", &[(&fd, &check)]) {
                     return refused(code);
@@ -445,6 +495,9 @@ pub fn shadow_filesystem<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Resu
         |mut store: StoreContextMut<'_, T>, (fd, path): (Resource<Descriptor>, String)| {
             Box::new(async move {
                 let state = store.data_mut();
+                if let Some(base) = overlay::dir_of(state, &fd) {
+                    return overlay::remove_directory_at(state, base, path);
+                }
                 let check = |dir: &std::fs::File| protect::check_change(dir, &path, Last::Link);
                 if let Some(code) = guard(state, "remove", &[(&fd, &check)]) {
                     return refused(code);
@@ -455,7 +508,122 @@ pub fn shadow_filesystem<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Resu
             })
         },
     )?;
+    shadow_staged_reads(&mut types)?;
     linker.allow_shadowing(false);
+    Ok(())
+}
+
+/// The functions that only read, shadowed so that on a staged workspace
+/// they see the call's own changes; elsewhere they are wasmtime-wasi's.
+fn shadow_staged_reads<T: GuardedFs>(
+    types: &mut wasmtime::component::LinkerInstance<'_, T>,
+) -> wasmtime::Result<()> {
+    types.func_wrap_async(
+        "[method]descriptor.stat-at",
+        |mut store: StoreContextMut<'_, T>,
+         (fd, flags, path): (Resource<Descriptor>, PathFlags, String)| {
+            Box::new(async move {
+                let state = store.data_mut();
+                if let Some(base) = overlay::dir_of(state, &fd) {
+                    return overlay::stat_at(state, base, flags, path).await;
+                }
+                to_wire(HostDescriptor::stat_at(&mut state.filesystem(), fd, flags, path).await)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.metadata-hash-at",
+        |mut store: StoreContextMut<'_, T>,
+         (fd, flags, path): (Resource<Descriptor>, PathFlags, String)| {
+            Box::new(async move {
+                let state = store.data_mut();
+                if let Some(base) = overlay::dir_of(state, &fd) {
+                    return overlay::metadata_hash_at(state, base, flags, path).await;
+                }
+                to_wire(
+                    HostDescriptor::metadata_hash_at(&mut state.filesystem(), fd, flags, path)
+                        .await,
+                )
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.readlink-at",
+        |mut store: StoreContextMut<'_, T>, (fd, path): (Resource<Descriptor>, String)| {
+            Box::new(async move {
+                let state = store.data_mut();
+                if let Some(base) = overlay::dir_of(state, &fd) {
+                    return overlay::readlink_at(state, base, path).await;
+                }
+                to_wire(HostDescriptor::readlink_at(&mut state.filesystem(), fd, path).await)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.set-times-at",
+        |mut store: StoreContextMut<'_, T>,
+         (fd, flags, path, atime, mtime): (
+            Resource<Descriptor>,
+            PathFlags,
+            String,
+            NewTimestamp,
+            NewTimestamp,
+        )| {
+            Box::new(async move {
+                let state = store.data_mut();
+                if let Some(base) = overlay::dir_of(state, &fd) {
+                    return overlay::set_times_at(state, base, flags, path, atime, mtime).await;
+                }
+                to_wire(
+                    HostDescriptor::set_times_at(
+                        &mut state.filesystem(),
+                        fd,
+                        flags,
+                        path,
+                        atime,
+                        mtime,
+                    )
+                    .await,
+                )
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.set-times",
+        |mut store: StoreContextMut<'_, T>,
+         (fd, atime, mtime): (Resource<Descriptor>, NewTimestamp, NewTimestamp)| {
+            Box::new(async move {
+                let state = store.data_mut();
+                if let Some(answer) = overlay::set_times_below(state, &fd) {
+                    return answer;
+                }
+                to_wire(HostDescriptor::set_times(&mut state.filesystem(), fd, atime, mtime).await)
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]descriptor.read-directory",
+        |mut store: StoreContextMut<'_, T>, (fd,): (Resource<Descriptor>,)| {
+            Box::new(async move {
+                let state = store.data_mut();
+                if let Some(base) = overlay::dir_of(state, &fd) {
+                    return overlay::read_directory(state, fd, base).await;
+                }
+                let (result,) =
+                    to_wire(HostDescriptor::read_directory(&mut state.filesystem(), fd).await)?;
+                if let Ok(stream) = &result {
+                    overlay::new_stream(state, stream.rep());
+                }
+                Ok((result,))
+            })
+        },
+    )?;
+    types.func_wrap_async(
+        "[method]directory-entry-stream.read-directory-entry",
+        |mut store: StoreContextMut<'_, T>, (stream,): (Resource<DirectoryEntryStream>,)| {
+            Box::new(async move { overlay::read_directory_entry(store.data_mut(), stream).await })
+        },
+    )?;
     Ok(())
 }
 

@@ -53,6 +53,7 @@ pub fn run(iterations: usize) -> MetricsCost {
 
 fn record(tool: &str) -> Record {
     Record {
+        workspace: None,
         time: String::new(),
         client: Some("bench 1".into()),
         tool: tool.into(),

@@ -75,17 +75,26 @@ pub struct AgentArgs {
     /// Print the final result as JSON on stdout.
     #[arg(long)]
     json: bool,
+    /// Write every workspace change of the run to FILE as a git-format
+    /// patch (`git apply FILE`). The run's calls are staged and see each
+    /// other's changes; with --dry-run nothing reaches the workspace,
+    /// without it they land together when the run ends.
+    #[arg(long, value_name = "FILE", requires = "workspace")]
+    patch: Option<PathBuf>,
     #[command(flatten)]
     audit: AuditFlags,
 }
 
 pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
-    let builder = args.audit.apply(
+    let mut builder = args.audit.apply(
         args.sandbox
             .builder(&args.sources)?
             .confirm(args.confirm)
             .max_concurrency(4, None),
     );
+    if args.patch.is_some() {
+        builder = builder.dry_run();
+    }
     let servers = args
         .mcp_config
         .as_deref()
@@ -113,6 +122,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
     let runtime = runtime()?;
     let run = runtime.block_on(async {
         let skillbox = builder.build()?;
+        super::flags::announce_recovery(&skillbox);
         let mut agent = Agent::builder(&skillbox, provider)
             .max_steps(args.max_steps)
             .budget_tokens(args.budget_tokens)
@@ -142,7 +152,11 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
             skillbox.skills().len(),
             args.max_steps.max(1)
         );
-        agent.run(&args.task).await.map_err(agent_error)
+        let run = agent.run(&args.task).await.map_err(agent_error)?;
+        if let Some(file) = &args.patch {
+            write_patch(&run.dry_run, file, args.sandbox.dry_run).await?;
+        }
+        Ok::<_, CliError>(run)
     })?;
     let (outcome, trace) = (run.outcome, run.trace);
 
@@ -187,4 +201,40 @@ fn agent_error(e: AgentError) -> CliError {
         e @ AgentError::Trace { .. } => CliError::Usage(format!("--trace: {e}")),
         other => CliError::Other(other.into()),
     }
+}
+
+/// Writes the run's changes as a patch; without --dry-run they are then
+/// committed to the workspace, all together.
+async fn write_patch(
+    run: &skillbox::unstable::call::DryRun,
+    file: &std::path::Path,
+    dry_run: bool,
+) -> Result<(), CliError> {
+    let changes = run.changes().await;
+    let patch = run.patch().await.map_err(|binary| {
+        CliError::Other(anyhow::anyhow!(
+            "--patch: {} cannot be written as a text patch (binary, or over 1 MiB); nothing \
+             was written",
+            binary.join(", ")
+        ))
+    })?;
+    std::fs::write(file, patch).map_err(|e| {
+        CliError::Usage(format!("--patch {}: cannot write it ({e})", file.display()))
+    })?;
+    eprintln!(
+        "patch: {} ({}) written to {}",
+        changes.summary(),
+        if dry_run {
+            "dry run: the workspace is untouched"
+        } else {
+            "now committed to the workspace"
+        },
+        file.display()
+    );
+    if !dry_run {
+        run.commit()
+            .await
+            .map_err(|e| CliError::Other(anyhow::anyhow!("the run's changes: {e}")))?;
+    }
+    Ok(())
 }

@@ -46,6 +46,11 @@ pub struct SandboxFlags {
     /// Let the guest write to the workspace.
     #[arg(long, requires = "workspace")]
     pub allow_write: bool,
+    /// Let tools write to the workspace, but never let anything reach it:
+    /// their changes are staged, later calls see earlier ones (in one MCP
+    /// session, one agent run), and each result says what would change.
+    #[arg(long, requires = "workspace", conflicts_with = "read_only")]
+    pub dry_run: bool,
     /// Serve only tools declared `read`: no write or destructive tools, no
     /// scripts, and the workspace read-only.
     #[arg(long, conflicts_with = "allow_write")]
@@ -131,7 +136,7 @@ impl SandboxFlags {
         }
         Ok(UserPolicy {
             workspace: self.workspace.clone(),
-            allow_write: self.allow_write,
+            allow_write: self.allow_write || self.dry_run,
             allow_env: self.allow_env.clone(),
             allow_net: self.allow_net.clone(),
             ceilings,
@@ -192,6 +197,9 @@ impl SandboxFlags {
             .limits(self.overrides());
         if self.read_only {
             builder = builder.read_only();
+        }
+        if self.dry_run {
+            builder = builder.dry_run();
         }
         if let Some(dir) = &self.cache {
             builder = builder.cache_dir(dir);
@@ -306,5 +314,50 @@ impl SourceFlags {
             },
             ..SourceOptions::from_environment(self.skills.clone(), self.trust_project)
         }
+    }
+}
+
+/// Says on stderr what was settled for the workspace before anything ran.
+pub fn announce_recovery(skillbox: &Skillbox) {
+    for message in skillbox.recovered() {
+        eprintln!("skillbox: {message}");
+    }
+}
+
+/// Settles what an interrupted call left for the workspace of a bare
+/// component's call, and says so.
+pub fn recover_workspace(grants: &Grants) -> Result<(), CliError> {
+    let Some(ws) = &grants.workspace else {
+        return Ok(());
+    };
+    let done = skillbox::unstable::sandbox::stage::recover(&ws.host_dir).map_err(|e| {
+        CliError::Other(anyhow::anyhow!(
+            "the workspace has changes an interrupted call left pending, and they cannot be \
+             settled ({e}); check that the state folder is writable"
+        ))
+    })?;
+    for recovered in done {
+        eprintln!("skillbox: {}", recovered.message());
+    }
+    Ok(())
+}
+
+/// Says on stderr what a call did to the workspace.
+pub fn print_workspace(changes: Option<&skillbox::WorkspaceChanges>) {
+    let Some(changes) = changes else { return };
+    match changes.status {
+        skillbox::WorkspaceStatus::Committed if !changes.changes.is_empty() => {
+            eprintln!("workspace: committed {}", changes.changes.summary());
+        }
+        skillbox::WorkspaceStatus::Committed => return,
+        _ => {
+            if let Some(note) = changes.note() {
+                eprintln!("{note}");
+            }
+            return;
+        }
+    }
+    for line in changes.changes.lines() {
+        eprintln!("  {line}");
     }
 }

@@ -154,6 +154,7 @@ pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
     let runtime = runtime()?;
     runtime.block_on(async move {
         let skillbox = builder.build()?;
+        super::flags::announce_recovery(&skillbox);
         let server = Server::builder(&skillbox)
             .tools(args.tools)
             .output_budget(args.output_budget)

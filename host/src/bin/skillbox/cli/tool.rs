@@ -7,7 +7,9 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::flags::{SandboxFlags, SourceFlags};
+use super::flags::{
+    SandboxFlags, SourceFlags, announce_recovery, print_workspace, recover_workspace,
+};
 use super::{CliError, print_json, runtime};
 use skillbox::unstable::call::redact::Redactor;
 use skillbox::unstable::sandbox::{Sandbox, SideEffect};
@@ -91,12 +93,32 @@ fn call_component(path: &Path, args: &CallArgs, json_args: &Value) -> Result<Exi
         SideEffect::Read
     };
     let limits = args.sandbox.limits(class);
+    recover_workspace(&grants)?;
     let sandbox = Sandbox::new()?;
     let component = sandbox.load_file(path)?;
     let redactor = Redactor::new(grants.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     let mut outcome = runtime()?
-        .block_on(sandbox.call(&component, &args.tool, json_args, &grants, &limits))
+        .block_on(async {
+            let mut out = sandbox
+                .call_traced(
+                    &component,
+                    &args.tool,
+                    json_args,
+                    &grants,
+                    &limits,
+                    &Default::default(),
+                    None,
+                )
+                .await?;
+            if !args.sandbox.dry_run {
+                out.changes = skillbox::unstable::sandbox::commit(&out.staged).await?;
+            }
+            Ok::<_, skillbox::SandboxError>(out)
+        })
         .map_err(|e| redactor.error(e))?;
+    if grants.workspace.as_ref().is_some_and(|w| w.writable) {
+        print_workspace(Some(&bare_changes(&outcome.staged, &outcome.changes)));
+    }
     redactor.json(&mut outcome.value);
     print_json(&outcome.value);
     Ok(ExitCode::SUCCESS)
@@ -113,6 +135,7 @@ fn call_skill_tool(args: &CallArgs, json_args: &Value) -> Result<ExitCode, CliEr
     let output = runtime()?.block_on(skillbox.call_tool(&args.tool, json_args.clone()));
     let output = finish(output)?;
     print_notes(&output.notes);
+    print_workspace(output.workspace.as_ref());
     print_json(&output.value);
     Ok(ExitCode::SUCCESS)
 }
@@ -122,13 +145,15 @@ fn call_skill_tool(args: &CallArgs, json_args: &Value) -> Result<ExitCode, CliEr
 /// with a warning, when it cannot be opened).
 fn one_call_host(sandbox: &SandboxFlags, sources: &SourceFlags) -> Result<Skillbox, CliError> {
     let builder = sandbox.builder(sources)?.max_concurrency(1, None);
-    match builder.clone().default_audit_log().build() {
+    let skillbox = match builder.clone().default_audit_log().build() {
         Err(e @ BuildError::AuditLog { .. }) => {
             eprintln!("warning: {e}; this call is not audited");
-            Ok(builder.build()?)
+            builder.build()?
         }
-        built => Ok(built?),
-    }
+        built => built?,
+    };
+    announce_recovery(&skillbox);
+    Ok(skillbox)
 }
 
 /// Prints the notes a call carries, and maps its error onto an exit code:
@@ -253,11 +278,13 @@ pub fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
             ));
             let output = finish(output)?;
             print_notes(&output.notes);
+            print_workspace(output.workspace.as_ref());
             (output.stdout, output.stderr, output.exit_code)
         }
         (Some(component), None) => {
             require_file(component)?;
             let grants = args.sandbox.bare_grants()?;
+            recover_workspace(&grants)?;
             let limits = args.sandbox.limits(SideEffect::Script);
             let program = component
                 .file_stem()
@@ -269,8 +296,27 @@ pub fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
             let component = sandbox.load_file(component)?;
             let redactor = Redactor::new(grants.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
             let outcome = runtime()?
-                .block_on(sandbox.run_script(&component, argv, stdin, &grants, &limits))
+                .block_on(async {
+                    let mut out = sandbox
+                        .run_script_traced(
+                            &component,
+                            argv,
+                            stdin,
+                            &grants,
+                            &limits,
+                            &Default::default(),
+                            None,
+                        )
+                        .await?;
+                    if !args.sandbox.dry_run {
+                        out.changes = skillbox::unstable::sandbox::commit(&out.staged).await?;
+                    }
+                    Ok::<_, skillbox::SandboxError>(out)
+                })
                 .map_err(|e| redactor.error(e))?;
+            if grants.workspace.as_ref().is_some_and(|w| w.writable) {
+                print_workspace(Some(&bare_changes(&outcome.staged, &outcome.changes)));
+            }
             (
                 redactor.text(&outcome.stdout),
                 redactor.text(&outcome.stderr),
@@ -292,4 +338,23 @@ pub fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
 /// failure visible: a code that does not fit becomes 1, never 0.
 fn exit_byte(code: i32) -> u8 {
     u8::try_from(code).unwrap_or(1)
+}
+
+/// What a bare component's call did to the workspace: a dry run leaves
+/// its stage in the outcome (taken here, and dropped, so discarded);
+/// otherwise it was committed.
+fn bare_changes(
+    staged: &skillbox::unstable::sandbox::PendingChanges,
+    committed: &skillbox::ChangeSet,
+) -> skillbox::WorkspaceChanges {
+    match staged.take() {
+        Some(stage) => skillbox::WorkspaceChanges {
+            status: skillbox::WorkspaceStatus::DryRun,
+            changes: stage.changes(),
+        },
+        None => skillbox::WorkspaceChanges {
+            status: skillbox::WorkspaceStatus::Committed,
+            changes: committed.clone(),
+        },
+    }
 }

@@ -1,0 +1,615 @@
+//! The `wasi:filesystem` functions on `/workspace` while a call's writes
+//! are staged (`sandbox/stage`): each path is resolved against the call's
+//! overlay and sent to the workspace (unchanged files) or to the staging
+//! folder (files the call changed), so the guest sees its own writes and
+//! nobody else does until the call commits.
+//!
+//! Descriptors keep the workspace path they were opened at; a path a
+//! guest names relative to one is joined to it lexically, like the
+//! file system joins it when no symbolic link is on the way (a change
+//! through a link is refused, see `Overlay::check_no_link_above`).
+
+use std::collections::VecDeque;
+
+use wasmtime::component::Resource;
+use wasmtime_wasi::filesystem::WasiFilesystemView;
+use wasmtime_wasi::filesystem::{Descriptor as FsDescriptor, Dir as FsDir};
+use wasmtime_wasi::p2::bindings::filesystem::types::{
+    DescriptorFlags, DescriptorType, DirectoryEntry, DirectoryEntryStream, ErrorCode,
+    HostDescriptor, HostDirectoryEntryStream, MetadataHashValue, NewTimestamp, OpenFlags,
+    PathFlags,
+};
+use wasmtime_wasi::{FsPerms, OpenMode};
+
+use super::protect::{self, Last};
+use super::{GuardedFs, Mount, QuotaKind, refused, spend, to_wire};
+use crate::sandbox::stage::{Deny, Found, Kind, Stage, WsPath, join, rel};
+
+type Wire<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
+
+/// Which folder a staged descriptor was opened in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Side {
+    Lower,
+    Upper,
+}
+
+/// The staged state of one call's `/workspace`.
+#[derive(Debug)]
+pub(super) struct Staged {
+    pub(super) stage: Stage,
+    /// Descriptor rep -> its workspace path and the folder it is open in.
+    paths: std::collections::HashMap<u32, (WsPath, Side)>,
+    lower_root: Option<u32>,
+    upper_root: Option<u32>,
+    /// Merged listings handed out, by directory-entry-stream rep.
+    listings: std::collections::HashMap<u32, VecDeque<DirectoryEntry>>,
+}
+
+impl Staged {
+    pub(super) fn new(stage: Stage) -> Self {
+        Staged {
+            stage,
+            paths: Default::default(),
+            lower_root: None,
+            upper_root: None,
+            listings: Default::default(),
+        }
+    }
+}
+
+/// Registers the workspace preopen, and opens the staging folder beside
+/// it as a descriptor the guest never gets.
+pub(super) fn preopened<T: GuardedFs>(
+    state: &mut T,
+    fd: &Resource<super::Descriptor>,
+) -> wasmtime::Result<()> {
+    let Some(staged) = state.fs_guard().staged.as_mut() else {
+        return Ok(());
+    };
+    let upper = staged.stage.overlay.upper_file()?;
+    staged.lower_root = Some(fd.rep());
+    staged.paths.insert(fd.rep(), (String::new(), Side::Lower));
+    let dir = FsDir::new(
+        upper,
+        FsPerms::ReadWrite,
+        OpenMode::READ | OpenMode::WRITE,
+        false,
+    );
+    let upper: Resource<FsDescriptor> = state.ctx().table.push(FsDescriptor::Dir(dir))?;
+    let staged = state.fs_guard().staged.as_mut().expect("checked above");
+    staged.upper_root = Some(upper.rep());
+    staged
+        .paths
+        .insert(upper.rep(), (String::new(), Side::Upper));
+    state.fs_guard().tag_rep(upper.rep(), Mount::Workspace);
+    Ok(())
+}
+
+/// The workspace path of `fd`, when it is a staged workspace descriptor.
+pub(super) fn dir_of<T: GuardedFs>(
+    state: &mut T,
+    fd: &Resource<super::Descriptor>,
+) -> Option<WsPath> {
+    let staged = state.fs_guard().staged.as_ref()?;
+    staged.paths.get(&fd.rep()).map(|(p, _)| p.clone())
+}
+
+fn side_of<T: GuardedFs>(state: &mut T, fd: &Resource<super::Descriptor>) -> Option<Side> {
+    let staged = state.fs_guard().staged.as_ref()?;
+    staged.paths.get(&fd.rep()).map(|(_, s)| *s)
+}
+
+fn staged<T: GuardedFs>(state: &mut T) -> &mut Staged {
+    state
+        .fs_guard()
+        .staged
+        .as_mut()
+        .expect("only staged descriptors come here")
+}
+
+fn root(state: &mut impl GuardedFs, side: Side) -> Resource<super::Descriptor> {
+    let staged = staged(state);
+    let rep = match side {
+        Side::Lower => staged.lower_root,
+        Side::Upper => staged.upper_root,
+    }
+    .expect("the roots are registered with the preopen");
+    Resource::new_borrow(rep)
+}
+
+/// A refusal in words goes to the call's refusals and the guest gets
+/// `not-permitted`; anything else is the file system's own answer.
+fn deny<T: GuardedFs, V>(state: &mut T, d: Deny) -> Wire<V> {
+    match d {
+        Deny::Code(code) => refused(code),
+        Deny::Refused(why) => {
+            state.fs_guard().refusals.push(why);
+            refused(ErrorCode::NotPermitted)
+        }
+    }
+}
+
+/// The workspace path `rel` names from the folder `base`.
+fn resolve(base: &str, rel: &str) -> Result<WsPath, Deny> {
+    join(base, rel).ok_or(Deny::Code(ErrorCode::NotPermitted))
+}
+
+/// The protected-folder check, on the path as the workspace has it.
+fn protect_change<T: GuardedFs>(
+    state: &mut T,
+    action: &str,
+    path: &str,
+    last: Last,
+) -> Result<(), Deny> {
+    let lower = &staged(state).stage.overlay;
+    protect::check_change(lower.lower(), path, last)
+        .map_err(|refusal| Deny::Refused(refusal.message(action)))
+}
+
+pub(super) async fn open_at<T: GuardedFs>(
+    state: &mut T,
+    base: WsPath,
+    path_flags: PathFlags,
+    rel_path: String,
+    oflags: OpenFlags,
+    flags: DescriptorFlags,
+) -> Wire<Resource<super::Descriptor>> {
+    let path = match resolve(&base, &rel_path) {
+        Ok(p) => p,
+        Err(d) => return deny(state, d),
+    };
+    let writes = flags.contains(DescriptorFlags::WRITE) || oflags.contains(OpenFlags::TRUNCATE);
+    let follow = path_flags.contains(PathFlags::SYMLINK_FOLLOW);
+    if writes || oflags.contains(OpenFlags::CREATE) {
+        let last = if follow { Last::Target } else { Last::Link };
+        if let Err(d) = protect_change(state, "write", &path, last) {
+            return deny(state, d);
+        }
+    }
+    let side = match place_for_open(state, &path, writes, follow, oflags)? {
+        Ok(side) => side,
+        Err(d) => return deny(state, d),
+    };
+    let fd = root(state, side);
+    let opened = HostDescriptor::open_at(
+        &mut state.filesystem(),
+        fd,
+        path_flags,
+        rel(&path).to_string(),
+        oflags,
+        flags,
+    )
+    .await;
+    if let Ok(child) = &opened {
+        state.fs_guard().tag_rep(child.rep(), Mount::Workspace);
+        staged(state).paths.insert(child.rep(), (path, side));
+    }
+    to_wire(opened)
+}
+
+/// Where `path` is opened: above once the call writes to it (copied up
+/// first), below while it only reads it. Going over a quota stops the
+/// guest (the outer error).
+fn place_for_open<T: GuardedFs>(
+    state: &mut T,
+    path: &str,
+    writes: bool,
+    follow: bool,
+    oflags: OpenFlags,
+) -> wasmtime::Result<Result<Side, Deny>> {
+    let create = oflags.contains(OpenFlags::CREATE);
+    let exclusive = oflags.contains(OpenFlags::EXCLUSIVE);
+    let overlay = &staged(state).stage.overlay;
+    let lower_kind = match overlay.found(path) {
+        Found::Upper(_) => return Ok(Ok(Side::Upper)),
+        Found::Missing => None,
+        Found::Lower => overlay.kind(path),
+    };
+    let budget = state.fs_guard().workspace.clone();
+    Ok(match lower_kind {
+        None if !create => Err(ErrorCode::NoEntry.into()),
+        None => {
+            spend(Some(&budget), QuotaKind::Entries, 1)?;
+            staged(state)
+                .stage
+                .overlay
+                .stage_new_file(path)
+                .map(|()| Side::Upper)
+        }
+        Some(Kind::File) if writes && !(create && exclusive) => {
+            let truncate = oflags.contains(OpenFlags::TRUNCATE);
+            match staged(state).stage.overlay.copy_up(path, truncate) {
+                Ok(copied) => {
+                    spend(Some(&budget), QuotaKind::Bytes, copied)?;
+                    Ok(Side::Upper)
+                }
+                Err(d) => Err(d),
+            }
+        }
+        Some(kind) => place_existing(state, path, kind, writes, follow, create && exclusive),
+    })
+}
+
+fn place_existing<T: GuardedFs>(
+    state: &mut T,
+    path: &str,
+    kind: Kind,
+    writes: bool,
+    follow: bool,
+    exclusive: bool,
+) -> Result<Side, Deny> {
+    match kind {
+        _ if exclusive => Err(ErrorCode::Exist.into()),
+        Kind::Dir if writes => Err(ErrorCode::IsDirectory.into()),
+        Kind::Dir => Ok(Side::Lower),
+        Kind::Other => Err(Deny::Refused(format!(
+            "refused to open `{path}`: it is a FIFO, socket or device, which the sandbox \
+             never opens (opening one can wait for ever); use a regular file"
+        ))),
+        Kind::Link if writes && follow => Err(Deny::Refused(format!(
+            "refused to write through the symbolic link `{path}`: a call's workspace changes \
+             are staged by path; write to the link's target instead"
+        ))),
+        Kind::Link => Ok(Side::Lower),
+        Kind::File => {
+            staged(state).stage.overlay.note_read(path);
+            Ok(Side::Lower)
+        }
+    }
+}
+
+/// Which folder holds `path` for a read of its metadata; `None` when the
+/// call deleted it.
+fn side_for_read<T: GuardedFs>(state: &mut T, path: &str) -> Option<Side> {
+    match staged(state).stage.overlay.found(path) {
+        Found::Upper(_) => Some(Side::Upper),
+        Found::Lower => Some(Side::Lower),
+        Found::Missing => None,
+    }
+}
+
+pub(super) async fn stat_at<T: GuardedFs>(
+    state: &mut T,
+    base: WsPath,
+    path_flags: PathFlags,
+    rel_path: String,
+) -> Wire<wasmtime_wasi::p2::bindings::filesystem::types::DescriptorStat> {
+    let path = match resolve(&base, &rel_path) {
+        Ok(p) => p,
+        Err(d) => return deny(state, d),
+    };
+    let Some(side) = side_for_read(state, &path) else {
+        return refused(ErrorCode::NoEntry);
+    };
+    let fd = root(state, side);
+    to_wire(
+        HostDescriptor::stat_at(
+            &mut state.filesystem(),
+            fd,
+            path_flags,
+            rel(&path).to_string(),
+        )
+        .await,
+    )
+}
+
+pub(super) async fn metadata_hash_at<T: GuardedFs>(
+    state: &mut T,
+    base: WsPath,
+    path_flags: PathFlags,
+    rel_path: String,
+) -> Wire<MetadataHashValue> {
+    let path = match resolve(&base, &rel_path) {
+        Ok(p) => p,
+        Err(d) => return deny(state, d),
+    };
+    let Some(side) = side_for_read(state, &path) else {
+        return refused(ErrorCode::NoEntry);
+    };
+    let fd = root(state, side);
+    to_wire(
+        HostDescriptor::metadata_hash_at(
+            &mut state.filesystem(),
+            fd,
+            path_flags,
+            rel(&path).to_string(),
+        )
+        .await,
+    )
+}
+
+pub(super) async fn readlink_at<T: GuardedFs>(
+    state: &mut T,
+    base: WsPath,
+    rel_path: String,
+) -> Wire<String> {
+    let path = match resolve(&base, &rel_path) {
+        Ok(p) => p,
+        Err(d) => return deny(state, d),
+    };
+    let Some(side) = side_for_read(state, &path) else {
+        return refused(ErrorCode::NoEntry);
+    };
+    let fd = root(state, side);
+    to_wire(HostDescriptor::readlink_at(&mut state.filesystem(), fd, rel(&path).to_string()).await)
+}
+
+pub(super) async fn set_times_at<T: GuardedFs>(
+    state: &mut T,
+    base: WsPath,
+    path_flags: PathFlags,
+    rel_path: String,
+    atime: NewTimestamp,
+    mtime: NewTimestamp,
+) -> Wire<()> {
+    let path = match resolve(&base, &rel_path) {
+        Ok(p) => p,
+        Err(d) => return deny(state, d),
+    };
+    if let Err(d) = protect_change(state, "change", &path, Last::Target) {
+        return deny(state, d);
+    }
+    let overlay = &staged(state).stage.overlay;
+    let side = match (overlay.found(&path), overlay.kind(&path)) {
+        (Found::Missing, _) | (_, None) => return refused(ErrorCode::NoEntry),
+        (Found::Upper(_), _) => Side::Upper,
+        // A folder's times are not a change the workspace keeps.
+        (Found::Lower, Some(Kind::Dir)) => return Ok((Ok(()),)),
+        (Found::Lower, Some(Kind::File)) => {
+            match staged(state).stage.overlay.copy_up(&path, false) {
+                Ok(copied) => {
+                    let budget = state.fs_guard().workspace.clone();
+                    spend(Some(&budget), QuotaKind::Bytes, copied)?;
+                    Side::Upper
+                }
+                Err(d) => return deny(state, d),
+            }
+        }
+        (Found::Lower, Some(_)) => {
+            return deny(
+                state,
+                Deny::Refused(format!(
+                    "refused to set the times of `{path}`: it is not a regular file"
+                )),
+            );
+        }
+    };
+    let fd = root(state, side);
+    to_wire(
+        HostDescriptor::set_times_at(
+            &mut state.filesystem(),
+            fd,
+            path_flags,
+            rel(&path).to_string(),
+            atime,
+            mtime,
+        )
+        .await,
+    )
+}
+
+/// `set-times` on a descriptor open in the workspace itself would change
+/// it before the commit: a folder's times are ignored, a file's refused
+/// (open it for writing first, which stages it).
+pub(super) fn set_times_below<T: GuardedFs>(
+    state: &mut T,
+    fd: &Resource<super::Descriptor>,
+) -> Option<Wire<()>> {
+    if side_of(state, fd)? != Side::Lower {
+        return None;
+    }
+    let rep: Resource<FsDescriptor> = Resource::new_borrow(fd.rep());
+    let is_dir = matches!(state.ctx().table.get(&rep), Ok(FsDescriptor::Dir(_)));
+    if is_dir {
+        return Some(Ok((Ok(()),)));
+    }
+    let path = dir_of(state, fd).unwrap_or_default();
+    Some(deny(
+        state,
+        Deny::Refused(format!(
+            "refused to set the times of `{path}` through a descriptor opened for reading; \
+             open it for writing first"
+        )),
+    ))
+}
+
+/// Starts a listing of a staged workspace folder: the merged view when
+/// the call changed anything in it, else the folder's own.
+pub(super) async fn read_directory<T: GuardedFs>(
+    state: &mut T,
+    fd: Resource<super::Descriptor>,
+    base: WsPath,
+) -> Wire<Resource<DirectoryEntryStream>> {
+    let merged = {
+        let overlay = &staged(state).stage.overlay;
+        if overlay.touches(&base) {
+            match overlay.listing(&base) {
+                Ok(list) => Some(list),
+                Err(d) => return deny(state, d),
+            }
+        } else {
+            None
+        }
+    };
+    let stream = HostDescriptor::read_directory(&mut state.filesystem(), fd).await;
+    let (result,) = to_wire(stream)?;
+    if let Ok(stream) = &result {
+        let listings = &mut staged(state).listings;
+        match merged {
+            Some(list) => {
+                let entries = list
+                    .into_iter()
+                    .map(|(name, kind)| DirectoryEntry {
+                        type_: descriptor_type(kind),
+                        name,
+                    })
+                    .collect();
+                listings.insert(stream.rep(), entries);
+            }
+            None => {
+                listings.remove(&stream.rep());
+            }
+        }
+    }
+    Ok((result,))
+}
+
+/// Forgets any merged listing under `rep`: a new stream took that handle.
+pub(super) fn new_stream<T: GuardedFs>(state: &mut T, rep: u32) {
+    if let Some(staged) = state.fs_guard().staged.as_mut() {
+        staged.listings.remove(&rep);
+    }
+}
+
+pub(super) async fn read_directory_entry<T: GuardedFs>(
+    state: &mut T,
+    stream: Resource<DirectoryEntryStream>,
+) -> Wire<Option<DirectoryEntry>> {
+    if let Some(staged) = state.fs_guard().staged.as_mut()
+        && let Some(list) = staged.listings.get_mut(&stream.rep())
+    {
+        return Ok((Ok(list.pop_front()),));
+    }
+    to_wire(HostDirectoryEntryStream::read_directory_entry(&mut state.filesystem(), stream).await)
+}
+
+fn descriptor_type(kind: Kind) -> DescriptorType {
+    match kind {
+        Kind::File => DescriptorType::RegularFile,
+        Kind::Dir => DescriptorType::Directory,
+        Kind::Link => DescriptorType::SymbolicLink,
+        Kind::Other => DescriptorType::Unknown,
+    }
+}
+
+pub(super) fn create_directory_at<T: GuardedFs>(
+    state: &mut T,
+    base: WsPath,
+    rel_path: String,
+) -> Wire<()> {
+    let path = match resolve(&base, &rel_path) {
+        Ok(p) => p,
+        Err(d) => return deny(state, d),
+    };
+    if let Err(d) = protect_change(state, "create", &path, Last::Link) {
+        return deny(state, d);
+    }
+    let budget = state.fs_guard().workspace.clone();
+    spend(Some(&budget), QuotaKind::Entries, 1)?;
+    let made = staged(state).stage.overlay.mkdir(&path);
+    finish(state, made)
+}
+
+fn finish<T: GuardedFs>(state: &mut T, done: Result<(), Deny>) -> Wire<()> {
+    match done {
+        Ok(()) => Ok((Ok(()),)),
+        Err(d) => deny(state, d),
+    }
+}
+
+pub(super) fn unlink_file_at<T: GuardedFs>(
+    state: &mut T,
+    base: WsPath,
+    rel_path: String,
+) -> Wire<()> {
+    let path = match resolve(&base, &rel_path) {
+        Ok(p) => p,
+        Err(d) => return deny(state, d),
+    };
+    if let Err(d) = protect_change(state, "remove", &path, Last::Link) {
+        return deny(state, d);
+    }
+    let done = staged(state).stage.overlay.unlink(&path);
+    finish(state, done)
+}
+
+pub(super) fn remove_directory_at<T: GuardedFs>(
+    state: &mut T,
+    base: WsPath,
+    rel_path: String,
+) -> Wire<()> {
+    let path = match resolve(&base, &rel_path) {
+        Ok(p) => p,
+        Err(d) => return deny(state, d),
+    };
+    if let Err(d) = protect_change(state, "remove", &path, Last::Link) {
+        return deny(state, d);
+    }
+    let done = staged(state).stage.overlay.rmdir(&path);
+    finish(state, done)
+}
+
+pub(super) fn rename_at<T: GuardedFs>(
+    state: &mut T,
+    from_base: WsPath,
+    from: String,
+    to_base: Option<WsPath>,
+    to: String,
+) -> Wire<()> {
+    let Some(to_base) = to_base else {
+        return refused(ErrorCode::CrossDevice);
+    };
+    let (from, to) = match (resolve(&from_base, &from), resolve(&to_base, &to)) {
+        (Ok(a), Ok(b)) => (a, b),
+        (Err(d), _) | (_, Err(d)) => return deny(state, d),
+    };
+    let lower = &staged(state).stage.overlay;
+    let checks = protect::check_new_name(lower.lower(), &from)
+        .and_then(|()| protect::check_new_name(lower.lower(), &to));
+    if let Err(refusal) = checks {
+        return deny(state, Deny::Refused(refusal.message("rename")));
+    }
+    // Moving a file the call had not changed copies it up first.
+    let budget = state.fs_guard().workspace.clone();
+    let overlay = &staged(state).stage.overlay;
+    if overlay.found(&from) == Found::Lower
+        && overlay.kind(&from) == Some(Kind::File)
+        && let Some(meta) = overlay.lower_meta(&from)
+    {
+        spend(Some(&budget), QuotaKind::Bytes, meta.len())?;
+    }
+    let done = staged(state).stage.overlay.rename(&from, &to);
+    finish(state, done)
+}
+
+pub(super) fn symlink_at<T: GuardedFs>(
+    state: &mut T,
+    base: WsPath,
+    target: String,
+    rel_path: String,
+) -> Wire<()> {
+    let path = match resolve(&base, &rel_path) {
+        Ok(p) => p,
+        Err(d) => return deny(state, d),
+    };
+    let root = state.fs_guard().workspace_root.clone();
+    let checks = {
+        let lower = staged(state).stage.overlay.lower();
+        protect::check_new_name(lower, &path)
+            .and_then(|()| protect::check_link_target(&target))
+            .and_then(|()| match &root {
+                Some(root) => protect::check_link_inside(lower, &path, &target, root),
+                None => Ok(()),
+            })
+    };
+    if let Err(refusal) = checks {
+        return deny(state, Deny::Refused(refusal.message("link")));
+    }
+    let budget = state.fs_guard().workspace.clone();
+    spend(Some(&budget), QuotaKind::Entries, 1)?;
+    let done = staged(state).stage.overlay.symlink(&target, &path);
+    finish(state, done)
+}
+
+/// Hard links are not staged: a link made above could not be made the
+/// same link below.
+pub(super) fn link_at<T: GuardedFs>(state: &mut T, new: &str) -> Wire<()> {
+    deny(
+        state,
+        Deny::Refused(format!(
+            "refused to make the hard link `{new}`: a call's workspace changes are staged, \
+             and a hard link cannot be; copy the file instead"
+        )),
+    )
+}

@@ -1,0 +1,23 @@
+//! Staged workspace writes: every write-granted call is a transaction on
+//! the workspace.
+//!
+//! ```text
+//! overlay.rs      the call's view: workspace below, its changes above
+//! changes.rs      what it changed: a list with sizes, a diff, a patch
+//! transaction.rs  begin, commit through a journal, discard, recovery
+//! ```
+//!
+//! The guest's `wasi:filesystem` calls on `/workspace` go to the overlay
+//! (see `fsguard/overlay.rs`); the caller of the sandbox decides whether
+//! the [`Stage`] a call leaves is committed, held for a yes, or kept as a
+//! dry run.
+
+mod changes;
+mod overlay;
+mod path;
+mod transaction;
+
+pub use changes::{Change, ChangeKind, ChangeSet};
+pub use overlay::{Deny, Found};
+pub use path::{Kind, WsPath, join, rel};
+pub use transaction::{CommitError, Recovered, Stage, pause_point, recover};

@@ -1,0 +1,525 @@
+//! One call's view of the workspace: the workspace below, the call's own
+//! changes above, in a staging folder of the host's state folder.
+//!
+//! Nothing is copied until the call changes it. A file is copied up the
+//! first time the call opens it for writing; a file it creates lives only
+//! above; a file it deletes is hidden by an entry that says so. Folders
+//! the staged files need are made above as plain folders (they are not
+//! changes). Reads of anything the call did not change go to the
+//! workspace itself, so a call that only reads costs what it did before.
+
+use std::collections::BTreeMap;
+use std::io;
+
+use cap_std::fs::{Dir, Metadata, OpenOptions};
+use wasmtime_wasi::p2::bindings::filesystem::types::ErrorCode;
+
+use super::path::{Fingerprint, Kind, WsPath, ancestors, depth, is_under, parent, rel};
+
+/// What a path was in the workspace before the call changed it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Base {
+    Absent,
+    Was(Fingerprint),
+}
+
+/// A change the call made to one path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entry {
+    /// Its content is the staged file at the same path above.
+    File { base: Base },
+    /// A folder the call made.
+    Dir { base: Base },
+    /// A symbolic link the call made.
+    Link { base: Base },
+    /// The call deleted it.
+    Gone { base: Fingerprint },
+}
+
+impl Entry {
+    pub fn base(&self) -> Base {
+        match *self {
+            Entry::File { base } | Entry::Dir { base } | Entry::Link { base } => base,
+            Entry::Gone { base } => Base::Was(base),
+        }
+    }
+
+    fn kind(&self) -> Option<Kind> {
+        match self {
+            Entry::File { .. } => Some(Kind::File),
+            Entry::Dir { .. } => Some(Kind::Dir),
+            Entry::Link { .. } => Some(Kind::Link),
+            Entry::Gone { .. } => None,
+        }
+    }
+}
+
+/// Where a path is, as the call sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Found {
+    /// Staged above, of this kind.
+    Upper(Kind),
+    /// Not changed by the call: whatever the workspace has (if anything).
+    Lower,
+    /// Deleted by the call, or under something it deleted.
+    Missing,
+}
+
+/// Why a staged change was not made.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Deny {
+    /// What the file system itself would answer.
+    Code(ErrorCode),
+    /// A change staging does not make, in words for the guest's author.
+    Refused(String),
+}
+
+impl From<ErrorCode> for Deny {
+    fn from(code: ErrorCode) -> Self {
+        Deny::Code(code)
+    }
+}
+
+impl From<io::Error> for Deny {
+    fn from(e: io::Error) -> Self {
+        Deny::Code(error_code(&e))
+    }
+}
+
+/// The WASI error code for an I/O error met while staging.
+pub fn error_code(e: &io::Error) -> ErrorCode {
+    use io::ErrorKind as K;
+    match e.kind() {
+        K::NotFound => ErrorCode::NoEntry,
+        K::AlreadyExists => ErrorCode::Exist,
+        K::PermissionDenied => ErrorCode::Access,
+        K::DirectoryNotEmpty => ErrorCode::NotEmpty,
+        K::NotADirectory => ErrorCode::NotDirectory,
+        K::IsADirectory => ErrorCode::IsDirectory,
+        K::StorageFull => ErrorCode::InsufficientSpace,
+        K::CrossesDevices => ErrorCode::CrossDevice,
+        _ => ErrorCode::Io,
+    }
+}
+
+/// The workspace below, the staging folder above, and what the call did.
+#[derive(Debug)]
+pub struct Overlay {
+    pub(super) lower: Dir,
+    pub(super) upper: Dir,
+    pub(super) entries: BTreeMap<WsPath, Entry>,
+    /// Files the call read from the workspace, as they were when it did.
+    pub(super) reads: BTreeMap<WsPath, Fingerprint>,
+}
+
+impl Overlay {
+    pub fn new(lower: Dir, upper: Dir) -> Self {
+        Overlay {
+            lower,
+            upper,
+            entries: BTreeMap::new(),
+            reads: BTreeMap::new(),
+        }
+    }
+
+    /// A handle on the staging folder, for a descriptor of it.
+    pub fn upper_file(&self) -> io::Result<std::fs::File> {
+        Ok(self.upper.try_clone()?.into_std_file())
+    }
+
+    /// The workspace folder itself.
+    pub fn lower(&self) -> &Dir {
+        &self.lower
+    }
+
+    /// Whether the call changed anything.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn found(&self, path: &str) -> Found {
+        if let Some(entry) = self.entries.get(path) {
+            return entry.kind().map_or(Found::Missing, Found::Upper);
+        }
+        for up in ancestors(path) {
+            match self.entries.get(up) {
+                Some(Entry::Gone { .. } | Entry::File { .. } | Entry::Link { .. }) => {
+                    return Found::Missing;
+                }
+                Some(Entry::Dir { .. }) | None => {}
+            }
+        }
+        Found::Lower
+    }
+
+    pub fn lower_meta(&self, path: &str) -> Option<Metadata> {
+        self.lower.symlink_metadata(rel(path)).ok()
+    }
+
+    /// The kind of `path` as the call sees it, if it exists.
+    pub fn kind(&self, path: &str) -> Option<Kind> {
+        match self.found(path) {
+            Found::Upper(kind) => Some(kind),
+            Found::Missing => None,
+            Found::Lower => self.lower_meta(path).map(|m| Fingerprint::of(&m).kind),
+        }
+    }
+
+    /// What `path` was before the call, for a change about to be staged.
+    fn base_of(&self, path: &str) -> Base {
+        if let Some(entry) = self.entries.get(path) {
+            return entry.base();
+        }
+        if self.found(path) == Found::Missing {
+            // Under a folder the call deleted: whatever was there is
+            // recorded by its own entry (a folder is deleted only empty).
+            return Base::Absent;
+        }
+        self.lower_meta(path)
+            .map_or(Base::Absent, |m| Base::Was(Fingerprint::of(&m)))
+    }
+
+    /// Staged changes go to paths as written; a symbolic link on the way
+    /// would make the staged path and the one finally written differ.
+    fn check_no_link_above(&self, path: &str) -> Result<(), Deny> {
+        for up in ancestors(path) {
+            if self.entries.contains_key(up) {
+                continue;
+            }
+            if self.lower_meta(up).is_some_and(|m| m.is_symlink()) {
+                return Err(Deny::Refused(format!(
+                    "refused to change `{path}`: `{up}` is a symbolic link, and a call's \
+                     workspace changes are staged by path; change the files at the link's \
+                     target instead"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks that `path` can be made: its folder exists, as the call sees
+    /// it, and no link lies on the way; then makes the folders above.
+    fn prepare_new(&self, path: &str) -> Result<(), Deny> {
+        let up = parent(path);
+        match self.kind(up) {
+            Some(Kind::Dir) => {}
+            Some(_) => return Err(ErrorCode::NotDirectory.into()),
+            None => return Err(ErrorCode::NoEntry.into()),
+        }
+        self.check_no_link_above(path)?;
+        if !up.is_empty() {
+            self.upper.create_dir_all(up)?;
+        }
+        Ok(())
+    }
+
+    /// Makes `path` a new file above (the caller opens and creates it).
+    pub fn stage_new_file(&mut self, path: &str) -> Result<(), Deny> {
+        self.prepare_new(path)?;
+        let base = self.base_of(path);
+        self.entries.insert(path.into(), Entry::File { base });
+        Ok(())
+    }
+
+    /// Copies the workspace's file at `path` above, so the call can change
+    /// it; with `truncate`, an empty file instead. Returns the bytes copied.
+    pub fn copy_up(&mut self, path: &str, truncate: bool) -> Result<u64, Deny> {
+        self.check_no_link_above(path)?;
+        let meta = self.lower_meta(path).ok_or(ErrorCode::NoEntry)?;
+        let up = parent(path);
+        if !up.is_empty() {
+            self.upper.create_dir_all(up)?;
+        }
+        let mut to = self.upper.create(path)?;
+        let mut copied = 0;
+        if !truncate {
+            let mut from = self.lower.open(path)?;
+            copied = io::copy(&mut from, &mut to)?;
+        }
+        to.set_permissions(meta.permissions())?;
+        self.entries.insert(
+            path.into(),
+            Entry::File {
+                base: Base::Was(Fingerprint::of(&meta)),
+            },
+        );
+        Ok(copied)
+    }
+
+    /// Remembers how a workspace file looked when the call read it.
+    pub fn note_read(&mut self, path: &str) {
+        if self.reads.contains_key(path) || self.entries.contains_key(path) {
+            return;
+        }
+        if let Some(meta) = self.lower_meta(path) {
+            self.reads.insert(path.into(), Fingerprint::of(&meta));
+        }
+    }
+
+    /// What is left after `path` is deleted: nothing if it was new.
+    fn forget(&mut self, path: &str, base: Base) {
+        match base {
+            Base::Was(base) => self.entries.insert(path.into(), Entry::Gone { base }),
+            Base::Absent => self.entries.remove(path),
+        };
+    }
+
+    pub fn unlink(&mut self, path: &str) -> Result<(), Deny> {
+        match self.kind(path) {
+            None => return Err(ErrorCode::NoEntry.into()),
+            Some(Kind::Dir) => return Err(ErrorCode::IsDirectory.into()),
+            Some(_) => {}
+        }
+        self.check_no_link_above(path)?;
+        let base = self.base_of(path);
+        if matches!(self.found(path), Found::Upper(_)) {
+            self.upper.remove_file(path)?;
+        }
+        self.forget(path, base);
+        Ok(())
+    }
+
+    pub fn mkdir(&mut self, path: &str) -> Result<(), Deny> {
+        if self.kind(path).is_some() {
+            return Err(ErrorCode::Exist.into());
+        }
+        self.prepare_new(path)?;
+        let base = self.base_of(path);
+        match self.upper.create_dir(path) {
+            Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e.into()),
+            _ => {}
+        }
+        self.entries.insert(path.into(), Entry::Dir { base });
+        Ok(())
+    }
+
+    pub fn rmdir(&mut self, path: &str) -> Result<(), Deny> {
+        match self.kind(path) {
+            None => return Err(ErrorCode::NoEntry.into()),
+            Some(Kind::Dir) => {}
+            Some(_) => return Err(ErrorCode::NotDirectory.into()),
+        }
+        if path.is_empty() {
+            return Err(ErrorCode::Access.into());
+        }
+        if !self.listing(path)?.is_empty() {
+            return Err(ErrorCode::NotEmpty.into());
+        }
+        self.check_no_link_above(path)?;
+        let base = self.base_of(path);
+        // The folder may be above as a plain folder for staged files that
+        // were deleted since; it goes too.
+        let _ = self.upper.remove_dir(path);
+        self.forget(path, base);
+        Ok(())
+    }
+
+    pub fn symlink(&mut self, target: &str, link: &str) -> Result<(), Deny> {
+        if self.kind(link).is_some() {
+            return Err(ErrorCode::Exist.into());
+        }
+        self.prepare_new(link)?;
+        let base = self.base_of(link);
+        self.upper.symlink(target, link)?;
+        self.entries.insert(link.into(), Entry::Link { base });
+        Ok(())
+    }
+
+    /// Moves a file or link from `from` to `to`. A folder moves only if the
+    /// call made it and nothing of the workspace lies under it.
+    pub fn rename(&mut self, from: &str, to: &str) -> Result<(), Deny> {
+        let kind = self.kind(from).ok_or(ErrorCode::NoEntry)?;
+        if from == to {
+            return Ok(());
+        }
+        let target = self.kind(to);
+        match (kind, target) {
+            (Kind::Dir, Some(Kind::Dir)) if !self.listing(to)?.is_empty() => {
+                return Err(ErrorCode::NotEmpty.into());
+            }
+            (Kind::Dir, Some(k)) if k != Kind::Dir => return Err(ErrorCode::NotDirectory.into()),
+            (k, Some(Kind::Dir)) if k != Kind::Dir => return Err(ErrorCode::IsDirectory.into()),
+            _ => {}
+        }
+        if kind == Kind::Dir && is_under(to, from) {
+            return Err(ErrorCode::Invalid.into());
+        }
+        self.check_no_link_above(from)?;
+        if kind == Kind::Dir {
+            return self.rename_dir(from, to);
+        }
+        if self.found(from) == Found::Lower {
+            match kind {
+                Kind::File => {
+                    self.copy_up(from, false)?;
+                }
+                _ => {
+                    let target = self.lower.read_link_contents(from)?;
+                    let base = self.base_of(from);
+                    let up = parent(from);
+                    if !up.is_empty() {
+                        self.upper.create_dir_all(up)?;
+                    }
+                    self.upper.symlink(target, from)?;
+                    self.entries.insert(from.into(), Entry::Link { base });
+                }
+            }
+        }
+        if target == Some(Kind::Dir) {
+            self.rmdir(to)?;
+        }
+        self.prepare_new(to)?;
+        let from_base = self.base_of(from);
+        let to_base = self.base_of(to);
+        self.upper.rename(from, &self.upper, to)?;
+        let moved = match kind {
+            Kind::Link => Entry::Link { base: to_base },
+            _ => Entry::File { base: to_base },
+        };
+        self.entries.insert(to.into(), moved);
+        self.forget(from, from_base);
+        Ok(())
+    }
+
+    fn rename_dir(&mut self, from: &str, to: &str) -> Result<(), Deny> {
+        let made_here = matches!(
+            self.entries.get(from),
+            Some(Entry::Dir { base: Base::Absent })
+        );
+        if !made_here || self.lower_meta(from).is_some() {
+            return Err(Deny::Refused(format!(
+                "refused to rename the folder `{from}`: it was in the workspace before this \
+                 call, and a call's workspace changes are staged file by file; make `{to}` \
+                 and move the files into it instead"
+            )));
+        }
+        if self.kind(to) == Some(Kind::Dir) {
+            self.rmdir(to)?;
+        }
+        self.prepare_new(to)?;
+        let to_base = self.base_of(to);
+        self.upper.rename(from, &self.upper, to)?;
+        let moved: Vec<(WsPath, Entry)> = self
+            .entries
+            .iter()
+            .filter(|(p, _)| is_under(p, from))
+            .map(|(p, e)| (p.clone(), *e))
+            .collect();
+        for (path, entry) in moved {
+            self.entries.remove(&path);
+            let new = format!("{to}{}", &path[from.len()..]);
+            self.entries.insert(new, entry);
+        }
+        self.entries.remove(from);
+        self.entries.insert(to.into(), Entry::Dir { base: to_base });
+        Ok(())
+    }
+
+    /// Whether any change lies in or under the folder `dir`.
+    pub fn touches(&self, dir: &str) -> bool {
+        if dir.is_empty() {
+            return !self.entries.is_empty();
+        }
+        self.entries.contains_key(dir)
+            || self
+                .entries
+                .range(format!("{dir}/")..)
+                .next()
+                .is_some_and(|(p, _)| is_under(p, dir))
+    }
+
+    /// The folder `dir` as the call sees it: names and kinds, sorted.
+    pub fn listing(&self, dir: &str) -> Result<Vec<(String, Kind)>, Deny> {
+        let mut names = BTreeMap::new();
+        if self.found(dir) != Found::Missing
+            && let Ok(read) = self.lower.read_dir(rel(dir))
+        {
+            for item in read.flatten() {
+                let name = item.file_name().to_string_lossy().into_owned();
+                let path = join_name(dir, &name);
+                if self.found(&path) == Found::Lower
+                    && let Ok(meta) = item.metadata()
+                {
+                    names.insert(name, Fingerprint::of(&meta).kind);
+                }
+            }
+        }
+        for (path, entry) in &self.entries {
+            if parent(path) == dir
+                && let Some(kind) = entry.kind()
+                && !path.is_empty()
+            {
+                let name = path.rsplit('/').next().unwrap_or(path);
+                names.insert(name.to_string(), kind);
+            }
+        }
+        Ok(names.into_iter().collect())
+    }
+
+    /// The changes in the order they can be applied: deletions deepest
+    /// first, then folders shallowest first, then files and links.
+    pub fn plan(&self) -> Vec<(WsPath, Entry)> {
+        let mut gone: Vec<_> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| matches!(e, Entry::Gone { .. }))
+            .collect();
+        gone.sort_by_key(|(p, _)| std::cmp::Reverse(depth(p)));
+        let mut dirs: Vec<_> = self
+            .entries
+            .iter()
+            .filter(|(_, e)| matches!(e, Entry::Dir { .. }))
+            .collect();
+        dirs.sort_by_key(|(p, _)| depth(p));
+        let rest = self
+            .entries
+            .iter()
+            .filter(|(_, e)| matches!(e, Entry::File { .. } | Entry::Link { .. }));
+        gone.into_iter()
+            .chain(dirs)
+            .chain(rest)
+            .map(|(p, e)| (p.clone(), *e))
+            .collect()
+    }
+
+    /// Copies another overlay's changes on top of this one's (a dry run's
+    /// next call starts from what the earlier calls left).
+    pub fn fork(&self, upper: Dir) -> io::Result<Overlay> {
+        let lower = self.lower.try_clone()?;
+        for (path, entry) in self.plan() {
+            let up = parent(&path);
+            if !up.is_empty() {
+                upper.create_dir_all(up)?;
+            }
+            match entry {
+                Entry::File { .. } => {
+                    self.upper.copy(&path, &upper, &path)?;
+                }
+                Entry::Dir { .. } => upper.create_dir_all(&path)?,
+                Entry::Link { .. } => {
+                    upper.symlink(self.upper.read_link_contents(&path)?, &path)?
+                }
+                Entry::Gone { .. } => {}
+            }
+        }
+        Ok(Overlay {
+            lower,
+            upper,
+            entries: self.entries.clone(),
+            reads: self.reads.clone(),
+        })
+    }
+
+    /// Opens a staged file for reading (for the change set and patches).
+    pub fn open_upper(&self, path: &str) -> io::Result<cap_std::fs::File> {
+        self.upper.open_with(path, OpenOptions::new().read(true))
+    }
+}
+
+pub fn join_name(dir: &str, name: &str) -> WsPath {
+    if dir.is_empty() {
+        name.to_string()
+    } else {
+        format!("{dir}/{name}")
+    }
+}

@@ -1,0 +1,459 @@
+//! A staged call as a transaction on the workspace: begin, commit through
+//! a journal, discard, and recovery after a crash.
+//!
+//! Each workspace has a folder in the host's state folder (named by a hash
+//! of its real path) with a lock file and one folder per live stage. A
+//! stage folder is locked by the process that owns it for as long as it
+//! lives, so recovery can tell an abandoned stage from a running call.
+//!
+//! A commit, under the workspace's lock:
+//! 1. checks that nothing the call read or changed was changed by anyone
+//!    else since (a conflict discards the stage and writes nothing);
+//! 2. syncs the staged files, then writes the journal (`commit.json`, the
+//!    list of changes in the order they apply) and syncs it: from here on
+//!    the commit will happen;
+//! 3. applies each change: deletions, folders, then each file copied next
+//!    to its final name and renamed over it;
+//! 4. syncs the folders it changed and deletes the stage.
+//!
+//! Every step of 3 can be done twice, so recovery finishes a commit that
+//! has a journal by applying it again from the start, and discards a stage
+//! without one. The workspace is never left between before and after.
+
+use std::collections::BTreeSet;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use cap_std::fs::Dir;
+
+use super::changes::{self, ChangeSet};
+use super::overlay::{Base, Entry, Overlay};
+use super::path::{Fingerprint, Kind, WsPath, parent, rel};
+
+const JOURNAL: &str = "commit.json";
+const JOURNAL_VERSION: u32 = 1;
+const UPPER: &str = "upper";
+
+/// A call's staged changes to one workspace, not yet committed. Dropping
+/// it discards them.
+#[derive(Debug)]
+pub struct Stage {
+    pub(crate) overlay: Overlay,
+    /// The workspace's transaction folder.
+    txn: PathBuf,
+    /// This stage's folder in it.
+    folder: PathBuf,
+    id: String,
+    _owner: std::fs::File,
+    finished: bool,
+}
+
+/// Why a commit wrote nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CommitError {
+    #[error(
+        "{} changed while the call ran; nothing was written; run it again",
+        list(paths)
+    )]
+    Conflict { paths: Vec<WsPath> },
+    #[error("the workspace changes could not be written ({0}); nothing was written")]
+    Io(String),
+}
+
+fn list(paths: &[WsPath]) -> String {
+    let shown: Vec<String> = paths.iter().take(5).map(|p| format!("`{p}`")).collect();
+    let more = paths.len().saturating_sub(5);
+    let mut out = shown.join(", ");
+    if more > 0 {
+        out.push_str(&format!(" and {more} more"));
+    }
+    out
+}
+
+/// The journal: what a commit applies, in order.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Journal {
+    version: u32,
+    id: String,
+    ops: Vec<Op>,
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "op", rename_all = "kebab-case")]
+enum Op {
+    Remove { path: WsPath },
+    RemoveDir { path: WsPath },
+    MakeDir { path: WsPath },
+    Write { path: WsPath },
+    Link { path: WsPath },
+}
+
+impl Op {
+    fn path(&self) -> &str {
+        match self {
+            Op::Remove { path }
+            | Op::RemoveDir { path }
+            | Op::MakeDir { path }
+            | Op::Write { path }
+            | Op::Link { path } => path,
+        }
+    }
+}
+
+/// The transaction folder of the workspace at `workspace`.
+pub fn txn_folder(workspace: &Path) -> io::Result<PathBuf> {
+    let real = std::fs::canonicalize(workspace)?;
+    let key = crate::sandbox::sha256_hex(real.as_os_str().as_encoded_bytes());
+    let base = crate::dirs::state_dir().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!("skillbox-{}", rustix::process::getuid().as_raw()))
+    });
+    Ok(base.join("transactions").join(&key[..16]))
+}
+
+fn create_private(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+}
+
+/// Opens `path` and locks it; `None` when another owner holds it.
+fn lock_folder(path: &Path, wait: bool) -> io::Result<Option<std::fs::File>> {
+    use rustix::fs::FlockOperation as F;
+    let file = std::fs::File::open(path)?;
+    let op = if wait {
+        F::LockExclusive
+    } else {
+        F::NonBlockingLockExclusive
+    };
+    match rustix::fs::flock(&file, op) {
+        Ok(()) => Ok(Some(file)),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The workspace's lock: commits and recovery of one workspace take turns,
+/// across processes.
+fn lock_workspace(txn: &Path) -> io::Result<std::fs::File> {
+    create_private(txn)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(txn.join("lock"))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+    Ok(file)
+}
+
+fn new_id() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{}-{nanos:x}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+impl Stage {
+    /// Starts staging changes to the workspace at `workspace`.
+    pub fn begin(workspace: &Path) -> io::Result<Stage> {
+        let lower = Dir::open_ambient_dir(workspace, cap_std::ambient_authority())?;
+        Self::create(workspace, |upper| Ok(Overlay::new(lower, upper)))
+    }
+
+    /// A new stage that starts with this one's changes (for a dry run,
+    /// whose next call sees what the earlier ones left).
+    pub fn fork(&self, workspace: &Path) -> io::Result<Stage> {
+        Self::create(workspace, |upper| self.overlay.fork(upper))
+    }
+
+    fn create(
+        workspace: &Path,
+        overlay: impl FnOnce(Dir) -> io::Result<Overlay>,
+    ) -> io::Result<Stage> {
+        let txn = txn_folder(workspace)?;
+        let id = new_id();
+        let folder = txn.join("stages").join(&id);
+        create_private(&folder.join(UPPER))?;
+        let owner = lock_folder(&folder, false)?
+            .ok_or_else(|| io::Error::other("a new stage folder was already locked"))?;
+        let upper = Dir::open_ambient_dir(folder.join(UPPER), cap_std::ambient_authority())?;
+        let stage = Stage {
+            overlay: overlay(upper)?,
+            txn,
+            folder,
+            id,
+            _owner: owner,
+            finished: false,
+        };
+        Ok(stage)
+    }
+
+    /// What the call changed so far.
+    pub fn changes(&self) -> ChangeSet {
+        changes::of(&self.overlay)
+    }
+
+    /// A unified diff of the changes, cut at `max_bytes`.
+    pub fn excerpt(&self, set: &ChangeSet, max_bytes: usize) -> String {
+        changes::excerpt(&self.overlay, set, max_bytes)
+    }
+
+    /// The changes as a git-format patch; binary files cannot be in one.
+    pub fn patch(&self, set: &ChangeSet) -> Result<String, Vec<String>> {
+        changes::patch(&self.overlay, set)
+    }
+
+    /// Paths the call read or changed that someone else changed since.
+    fn conflicts(&self) -> Vec<WsPath> {
+        let now = |path: &str| self.overlay.lower_meta(path).map(|m| Fingerprint::of(&m));
+        let mut out = BTreeSet::new();
+        for (path, entry) in &self.overlay.entries {
+            let moved = match (entry.base(), now(path)) {
+                (Base::Absent, None) => false,
+                (Base::Absent, Some(_)) | (Base::Was(_), None) => true,
+                (Base::Was(before), Some(now)) => !before.still(&now),
+            };
+            if moved {
+                out.insert(path.clone());
+            }
+        }
+        for (path, before) in &self.overlay.reads {
+            if !now(path).is_some_and(|n| before.still(&n)) {
+                out.insert(path.clone());
+            }
+        }
+        out.into_iter().collect()
+    }
+
+    /// Writes the changes into the workspace, wholly, or refuses and
+    /// writes nothing.
+    pub fn commit(mut self) -> Result<ChangeSet, CommitError> {
+        let io_error = |e: io::Error| CommitError::Io(crate::sandbox::io_reason(&e));
+        let set = self.changes();
+        let _lock = lock_workspace(&self.txn).map_err(io_error)?;
+        // A commit another process left half-done lands first, so that it
+        // counts as someone else's change here.
+        for recovered in recover_locked(&self.txn, &self.overlay.lower).map_err(io_error)? {
+            tracing::warn!("{}", recovered.message());
+        }
+        let conflicts = self.conflicts();
+        if !conflicts.is_empty() {
+            return Err(CommitError::Conflict { paths: conflicts });
+        }
+        if self.overlay.is_empty() {
+            return Ok(set);
+        }
+        let ops = ops_of(&self.overlay);
+        for op in &ops {
+            if let Op::Write { path } = op {
+                self.overlay
+                    .open_upper(path)
+                    .and_then(|f| f.sync_all())
+                    .map_err(io_error)?;
+            }
+        }
+        let journal = Journal {
+            version: JOURNAL_VERSION,
+            id: self.id.clone(),
+            ops,
+        };
+        write_journal(&self.folder, &journal).map_err(io_error)?;
+        pause_point("commit-after-journal");
+        // From here the commit happens: now, or at the next recovery.
+        self.finished = true;
+        apply(&self.overlay.lower, &self.overlay.upper, &journal).map_err(io_error)?;
+        let _ = std::fs::remove_dir_all(&self.folder);
+        Ok(set)
+    }
+}
+
+impl Drop for Stage {
+    fn drop(&mut self) {
+        if !self.finished {
+            let _ = std::fs::remove_dir_all(&self.folder);
+        }
+    }
+}
+
+fn ops_of(overlay: &Overlay) -> Vec<Op> {
+    let mut removals = Vec::new();
+    let mut rest = Vec::new();
+    for (path, entry) in overlay.plan() {
+        let was = match entry.base() {
+            Base::Was(b) => Some(b.kind),
+            Base::Absent => None,
+        };
+        let path_op = |kind: Option<Kind>| match kind {
+            Some(Kind::Dir) => Some(Op::RemoveDir { path: path.clone() }),
+            Some(_) => Some(Op::Remove { path: path.clone() }),
+            None => None,
+        };
+        match entry {
+            Entry::Gone { base } => removals.extend(path_op(Some(base.kind))),
+            Entry::Dir { .. } => {
+                if was.is_some_and(|k| k != Kind::Dir) {
+                    removals.extend(path_op(was));
+                }
+                rest.push(Op::MakeDir { path });
+            }
+            Entry::File { .. } | Entry::Link { .. } => {
+                if was == Some(Kind::Dir) {
+                    removals.extend(path_op(was));
+                }
+                rest.push(if matches!(entry, Entry::File { .. }) {
+                    Op::Write { path }
+                } else {
+                    Op::Link { path }
+                });
+            }
+        }
+    }
+    removals.into_iter().chain(rest).collect()
+}
+
+fn write_journal(folder: &Path, journal: &Journal) -> io::Result<()> {
+    use std::io::Write;
+    let tmp = folder.join(format!("{JOURNAL}.tmp"));
+    let mut file = std::fs::File::create(&tmp)?;
+    file.write_all(&serde_json::to_vec(journal).map_err(io::Error::other)?)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, folder.join(JOURNAL))?;
+    std::fs::File::open(folder)?.sync_all()
+}
+
+/// Applies a journal to the workspace. Safe to run again after a crash
+/// part-way: every step leaves the same result when done twice.
+fn apply(lower: &Dir, upper: &Dir, journal: &Journal) -> io::Result<()> {
+    let mut touched = BTreeSet::new();
+    for (n, op) in journal.ops.iter().enumerate() {
+        let path = op.path();
+        touched.insert(parent(path).to_string());
+        let done = match op {
+            Op::Remove { path } => lower.remove_file(path),
+            Op::RemoveDir { path } => lower.remove_dir(path),
+            Op::MakeDir { path } => lower.create_dir(path),
+            Op::Write { path } | Op::Link { path } => {
+                let name = path.rsplit('/').next().unwrap_or(path);
+                let tmp = format!(
+                    "{}.skillbox-commit-{}-{n}",
+                    &path[..path.len() - name.len()],
+                    journal.id
+                );
+                let _ = lower.remove_file(&tmp);
+                if matches!(op, Op::Write { .. }) {
+                    upper.copy(path, lower, &tmp)?;
+                    lower.open(&tmp)?.sync_all()?;
+                } else {
+                    lower.symlink(upper.read_link_contents(path)?, &tmp)?;
+                }
+                lower.rename(&tmp, lower, path)
+            }
+        };
+        match done {
+            Ok(()) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::AlreadyExists
+                ) => {}
+            Err(e) => return Err(e),
+        }
+        if n == 0 {
+            pause_point("commit-mid");
+        }
+    }
+    for dir in touched {
+        if let Ok(d) = lower.open_dir(rel(&dir)) {
+            let _ = d.into_std_file().sync_all();
+        }
+    }
+    Ok(())
+}
+
+/// What recovery did to one abandoned stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recovered {
+    /// A commit had begun: it was finished, with this many changes.
+    Finished { changes: usize },
+    /// A call had not finished: its staged changes were dropped.
+    Discarded,
+}
+
+impl Recovered {
+    pub fn message(&self) -> String {
+        match self {
+            Recovered::Finished { changes } => format!(
+                "finished a workspace commit that was interrupted ({changes} {}): the \
+                 workspace now has all of that call's changes",
+                if *changes == 1 { "change" } else { "changes" }
+            ),
+            Recovered::Discarded => "discarded the staged changes of a call that did not \
+                                     finish: the workspace is as it was before that call"
+                .into(),
+        }
+    }
+}
+
+/// Finishes or undoes what calls that died left for the workspace at
+/// `workspace`: a commit with a journal is finished, a stage without one
+/// is dropped. Stages of calls still running (in any process) are left.
+pub fn recover(workspace: &Path) -> io::Result<Vec<Recovered>> {
+    let txn = txn_folder(workspace)?;
+    if !txn.join("stages").is_dir() {
+        return Ok(Vec::new());
+    }
+    let _lock = lock_workspace(&txn)?;
+    let lower = Dir::open_ambient_dir(workspace, cap_std::ambient_authority())?;
+    recover_locked(&txn, &lower)
+}
+
+/// [`recover`] with the workspace's lock held.
+fn recover_locked(txn: &Path, lower: &Dir) -> io::Result<Vec<Recovered>> {
+    let stages = txn.join("stages");
+    let Ok(items) = std::fs::read_dir(&stages) else {
+        return Ok(Vec::new());
+    };
+    let mut done = Vec::new();
+    for item in items.flatten() {
+        let folder = item.path();
+        let Some(_owner) = lock_folder(&folder, false)? else {
+            continue;
+        };
+        let journal = std::fs::read(folder.join(JOURNAL)).ok();
+        match journal.and_then(|j| serde_json::from_slice::<Journal>(&j).ok()) {
+            Some(journal) if journal.version == JOURNAL_VERSION => {
+                let upper =
+                    Dir::open_ambient_dir(folder.join(UPPER), cap_std::ambient_authority())?;
+                apply(lower, &upper, &journal)?;
+                done.push(Recovered::Finished {
+                    changes: journal.ops.len(),
+                });
+            }
+            _ => done.push(Recovered::Discarded),
+        }
+        std::fs::remove_dir_all(&folder)?;
+    }
+    Ok(done)
+}
+
+/// A test build's pause point: with `SKILLBOX_TEST_PAUSE_AT=NAME`, the
+/// process says so on stderr and waits there to be killed, so a test can
+/// `kill -9` it at exactly this step. Release builds have none.
+pub fn pause_point(name: &str) {
+    #[cfg(debug_assertions)]
+    if std::env::var("SKILLBOX_TEST_PAUSE_AT").is_ok_and(|at| at == name) {
+        eprintln!("skillbox: paused at {name}");
+        loop {
+            std::thread::park();
+        }
+    }
+    #[cfg(not(debug_assertions))]
+    let _ = name;
+}
