@@ -104,7 +104,14 @@ impl Op {
 /// The transaction folder of the workspace at `workspace`.
 pub fn txn_folder(workspace: &Path) -> io::Result<PathBuf> {
     let real = std::fs::canonicalize(workspace)?;
-    let key = crate::sandbox::sha256_hex(real.as_os_str().as_encoded_bytes());
+    let key = {
+        use sha2::Digest;
+        let digest = sha2::Sha256::digest(real.as_os_str().as_encoded_bytes());
+        digest
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect::<String>()
+    };
     let base = crate::dirs::state_dir().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("skillbox-{}", rustix::process::getuid().as_raw()))
     });
@@ -178,21 +185,37 @@ impl Stage {
         overlay: impl FnOnce(Dir) -> io::Result<Overlay>,
     ) -> io::Result<Stage> {
         let txn = txn_folder(workspace)?;
-        let id = new_id();
-        let folder = txn.join("stages").join(&id);
-        create_private(&folder.join(UPPER))?;
-        let owner = lock_folder(&folder, false)?
-            .ok_or_else(|| io::Error::other("a new stage folder was already locked"))?;
-        let upper = Dir::open_ambient_dir(folder.join(UPPER), cap_std::ambient_authority())?;
-        let stage = Stage {
-            overlay: overlay(upper)?,
-            txn,
-            folder,
-            id,
-            _owner: owner,
-            finished: false,
-        };
-        Ok(stage)
+        let stages = txn.join("stages");
+        create_private(&stages)?;
+        // Recovery in another process may take a folder in the moment
+        // between its creation and its lock for an abandoned one; then it
+        // is gone or locked, and a new one is made.
+        for _ in 0..8 {
+            let id = new_id();
+            let folder = stages.join(&id);
+            std::fs::create_dir(&folder)?;
+            let owner = match lock_folder(&folder, false) {
+                Ok(Some(owner)) => owner,
+                Ok(None) => continue,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            };
+            match std::fs::create_dir(folder.join(UPPER)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(e),
+            }
+            let upper = Dir::open_ambient_dir(folder.join(UPPER), cap_std::ambient_authority())?;
+            return Ok(Stage {
+                overlay: overlay(upper)?,
+                txn,
+                folder,
+                id,
+                _owner: owner,
+                finished: false,
+            });
+        }
+        Err(io::Error::other("no stage folder could be made"))
     }
 
     /// What the call changed so far.
@@ -235,7 +258,7 @@ impl Stage {
     /// Writes the changes into the workspace, wholly, or refuses and
     /// writes nothing.
     pub fn commit(mut self) -> Result<ChangeSet, CommitError> {
-        let io_error = |e: io::Error| CommitError::Io(crate::sandbox::io_reason(&e));
+        let io_error = |e: io::Error| CommitError::Io(e.kind().to_string());
         let set = self.changes();
         let _lock = lock_workspace(&self.txn).map_err(io_error)?;
         // A commit another process left half-done lands first, so that it

@@ -10,6 +10,7 @@ mod metrics;
 mod python;
 mod scripts;
 mod table;
+mod transactions;
 
 use table::Row;
 
@@ -233,6 +234,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         args.iterations,
     ))?;
 
+    let txn = runtime.block_on(transactions::run(&args.trivial, args.iterations))?;
+
     eprintln!("bench: metrics: counting a call, rendering a scrape…");
     let metrics_cost = metrics::run(args.iterations);
 
@@ -314,6 +317,27 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             human(verify_cost),
         )
         .target("≤ 20 ms", verify_cost <= Duration::from_millis(20)),
+    ]);
+    let read_ratio = ratio_f(txn.read_staged.median, txn.read_unstaged.median);
+    let write_added = txn
+        .write_staged
+        .median
+        .saturating_sub(txn.write_direct.median);
+    rows.extend([
+        Row::timed(
+            "read 1 file, 10,000-file workspace, read-only grant",
+            &txn.read_unstaged,
+        ),
+        Row::timed("  same, writable grant (staged)", &txn.read_staged)
+            .target("≤ 1.1x the read-only call", read_ratio <= 1.1),
+        Row::timed("write 1 small file to /tmp (not staged)", &txn.write_direct),
+        Row::timed(
+            "write 1 small file to the workspace, staged + committed",
+            &txn.write_staged,
+        ),
+        Row::figure("staging and committing it: cost added", human(write_added))
+            .target("≤ 200 µs", write_added <= Duration::from_micros(200)),
+        Row::timed("commit a call that wrote 100 files", &txn.commit_100),
     ]);
     if let (Some(publish), Some(add)) = (&distribution.publish, &distribution.add) {
         rows.extend([
