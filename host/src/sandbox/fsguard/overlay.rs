@@ -58,8 +58,8 @@ impl Staged {
     }
 }
 
-/// Registers the workspace preopen, and opens the staging folder beside
-/// it as a descriptor the guest never gets.
+/// Registers the workspace preopen. The staging folder gets its
+/// descriptor (one the guest never sees) with the call's first change.
 pub(super) fn preopened<T: GuardedFs>(
     state: &mut T,
     fd: &Resource<super::Descriptor>,
@@ -67,9 +67,16 @@ pub(super) fn preopened<T: GuardedFs>(
     let Some(staged) = state.fs_guard().staged.as_mut() else {
         return Ok(());
     };
-    let upper = staged.stage.overlay.upper_file()?;
     staged.lower_root = Some(fd.rep());
     staged.paths.insert(fd.rep(), (String::new(), Side::Lower));
+    if staged.stage.overlay.has_upper() {
+        push_upper(state)?;
+    }
+    Ok(())
+}
+
+fn push_upper<T: GuardedFs>(state: &mut T) -> wasmtime::Result<()> {
+    let upper = staged(state).stage.overlay.upper_file()?;
     let dir = FsDir::new(
         upper,
         FsPerms::ReadWrite,
@@ -77,13 +84,29 @@ pub(super) fn preopened<T: GuardedFs>(
         false,
     );
     let upper: Resource<FsDescriptor> = state.ctx().table.push(FsDescriptor::Dir(dir))?;
-    let staged = state.fs_guard().staged.as_mut().expect("checked above");
+    let staged = staged(state);
     staged.upper_root = Some(upper.rep());
     staged
         .paths
         .insert(upper.rep(), (String::new(), Side::Upper));
     state.fs_guard().tag_rep(upper.rep(), Mount::Workspace);
     Ok(())
+}
+
+/// Makes the staging folder before the call's first change.
+fn prepare<T: GuardedFs>(state: &mut T) -> wasmtime::Result<Result<(), Deny>> {
+    if staged(state).upper_root.is_some() {
+        return Ok(Ok(()));
+    }
+    if let Err(e) = staged(state).stage.prepare() {
+        return Ok(Err(Deny::Refused(format!(
+            "the host cannot stage this call's workspace changes ({}); the user should check \
+             that the state folder (SKILLBOX_STATE_DIR or XDG_STATE_HOME) is writable",
+            e.kind()
+        ))));
+    }
+    push_upper(state)?;
+    Ok(Ok(()))
 }
 
 /// The workspace path of `fd`, when it is a staged workspace descriptor.
@@ -211,6 +234,9 @@ fn place_for_open<T: GuardedFs>(
         None if !create => Err(ErrorCode::NoEntry.into()),
         None => {
             spend(Some(&budget), QuotaKind::Entries, 1)?;
+            if let Err(d) = prepare(state)? {
+                return Ok(Err(d));
+            }
             staged(state)
                 .stage
                 .overlay
@@ -218,6 +244,9 @@ fn place_for_open<T: GuardedFs>(
                 .map(|()| Side::Upper)
         }
         Some(Kind::File) if writes && !(create && exclusive) => {
+            if let Err(d) = prepare(state)? {
+                return Ok(Err(d));
+            }
             let truncate = oflags.contains(OpenFlags::TRUNCATE);
             match staged(state).stage.overlay.copy_up(path, truncate) {
                 Ok(copied) => {
@@ -357,6 +386,9 @@ pub(super) async fn set_times_at<T: GuardedFs>(
         // A folder's times are not a change the workspace keeps.
         (Found::Lower, Some(Kind::Dir)) => return Ok((Ok(()),)),
         (Found::Lower, Some(Kind::File)) => {
+            if let Err(d) = prepare(state)? {
+                return deny(state, d);
+            }
             match staged(state).stage.overlay.copy_up(&path, false) {
                 Ok(copied) => {
                     let budget = state.fs_guard().workspace.clone();
@@ -497,6 +529,9 @@ pub(super) fn create_directory_at<T: GuardedFs>(
     }
     let budget = state.fs_guard().workspace.clone();
     spend(Some(&budget), QuotaKind::Entries, 1)?;
+    if let Err(d) = prepare(state)? {
+        return deny(state, d);
+    }
     let made = staged(state).stage.overlay.mkdir(&path);
     finish(state, made)
 }
@@ -520,6 +555,9 @@ pub(super) fn unlink_file_at<T: GuardedFs>(
     if let Err(d) = protect_change(state, "remove", &path, Last::Link) {
         return deny(state, d);
     }
+    if let Err(d) = prepare(state)? {
+        return deny(state, d);
+    }
     let done = staged(state).stage.overlay.unlink(&path);
     finish(state, done)
 }
@@ -534,6 +572,9 @@ pub(super) fn remove_directory_at<T: GuardedFs>(
         Err(d) => return deny(state, d),
     };
     if let Err(d) = protect_change(state, "remove", &path, Last::Link) {
+        return deny(state, d);
+    }
+    if let Err(d) = prepare(state)? {
         return deny(state, d);
     }
     let done = staged(state).stage.overlay.rmdir(&path);
@@ -569,6 +610,9 @@ pub(super) fn rename_at<T: GuardedFs>(
     {
         spend(Some(&budget), QuotaKind::Bytes, meta.len())?;
     }
+    if let Err(d) = prepare(state)? {
+        return deny(state, d);
+    }
     let done = staged(state).stage.overlay.rename(&from, &to);
     finish(state, done)
 }
@@ -598,6 +642,9 @@ pub(super) fn symlink_at<T: GuardedFs>(
     }
     let budget = state.fs_guard().workspace.clone();
     spend(Some(&budget), QuotaKind::Entries, 1)?;
+    if let Err(d) = prepare(state)? {
+        return deny(state, d);
+    }
     let done = staged(state).stage.overlay.symlink(&target, &path);
     finish(state, done)
 }

@@ -103,7 +103,12 @@ fn size(bytes: Option<u64>, kind: Kind) -> String {
 pub fn of(overlay: &Overlay) -> ChangeSet {
     let mut changes = Vec::new();
     for (path, entry) in &overlay.entries {
-        let upper_len = || overlay.upper.symlink_metadata(path).map_or(0, |m| m.len());
+        let upper_len = || {
+            overlay
+                .up()
+                .and_then(|u| u.symlink_metadata(path))
+                .map_or(0, |m| m.len())
+        };
         let change = match *entry {
             Entry::File { base: Base::Absent } => Change {
                 path: path.clone(),

@@ -106,14 +106,15 @@ pub fn error_code(e: &io::Error) -> ErrorCode {
 #[derive(Debug)]
 pub struct Overlay {
     pub(super) lower: Dir,
-    pub(super) upper: Dir,
+    /// Made at the call's first change: a call that only reads has none.
+    pub(super) upper: Option<Dir>,
     pub(super) entries: BTreeMap<WsPath, Entry>,
     /// Files the call read from the workspace, as they were when it did.
     pub(super) reads: BTreeMap<WsPath, Fingerprint>,
 }
 
 impl Overlay {
-    pub fn new(lower: Dir, upper: Dir) -> Self {
+    pub fn new(lower: Dir, upper: Option<Dir>) -> Self {
         Overlay {
             lower,
             upper,
@@ -124,7 +125,19 @@ impl Overlay {
 
     /// A handle on the staging folder, for a descriptor of it.
     pub fn upper_file(&self) -> io::Result<std::fs::File> {
-        Ok(self.upper.try_clone()?.into_std_file())
+        Ok(self.up()?.try_clone()?.into_std_file())
+    }
+
+    /// Whether the staging folder was made.
+    pub fn has_upper(&self) -> bool {
+        self.upper.is_some()
+    }
+
+    /// The staging folder; the caller made it before the first change.
+    pub(super) fn up(&self) -> io::Result<&Dir> {
+        self.upper
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the call's staging folder was not made"))
     }
 
     /// The workspace folder itself.
@@ -208,7 +221,7 @@ impl Overlay {
         }
         self.check_no_link_above(path)?;
         if !up.is_empty() {
-            self.upper.create_dir_all(up)?;
+            self.up()?.create_dir_all(up)?;
         }
         Ok(())
     }
@@ -228,9 +241,9 @@ impl Overlay {
         let meta = self.lower_meta(path).ok_or(ErrorCode::NoEntry)?;
         let up = parent(path);
         if !up.is_empty() {
-            self.upper.create_dir_all(up)?;
+            self.up()?.create_dir_all(up)?;
         }
-        let mut to = self.upper.create(path)?;
+        let mut to = self.up()?.create(path)?;
         let mut copied = 0;
         if !truncate {
             let mut from = self.lower.open(path)?;
@@ -273,7 +286,7 @@ impl Overlay {
         self.check_no_link_above(path)?;
         let base = self.base_of(path);
         if matches!(self.found(path), Found::Upper(_)) {
-            self.upper.remove_file(path)?;
+            self.up()?.remove_file(path)?;
         }
         self.forget(path, base);
         Ok(())
@@ -285,7 +298,7 @@ impl Overlay {
         }
         self.prepare_new(path)?;
         let base = self.base_of(path);
-        match self.upper.create_dir(path) {
+        match self.up()?.create_dir(path) {
             Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(e.into()),
             _ => {}
         }
@@ -309,7 +322,9 @@ impl Overlay {
         let base = self.base_of(path);
         // The folder may be above as a plain folder for staged files that
         // were deleted since; it goes too.
-        let _ = self.upper.remove_dir(path);
+        if let Some(upper) = &self.upper {
+            let _ = upper.remove_dir(path);
+        }
         self.forget(path, base);
         Ok(())
     }
@@ -320,7 +335,7 @@ impl Overlay {
         }
         self.prepare_new(link)?;
         let base = self.base_of(link);
-        self.upper.symlink(target, link)?;
+        self.up()?.symlink(target, link)?;
         self.entries.insert(link.into(), Entry::Link { base });
         Ok(())
     }
@@ -358,9 +373,9 @@ impl Overlay {
                     let base = self.base_of(from);
                     let up = parent(from);
                     if !up.is_empty() {
-                        self.upper.create_dir_all(up)?;
+                        self.up()?.create_dir_all(up)?;
                     }
-                    self.upper.symlink(target, from)?;
+                    self.up()?.symlink(target, from)?;
                     self.entries.insert(from.into(), Entry::Link { base });
                 }
             }
@@ -371,7 +386,7 @@ impl Overlay {
         self.prepare_new(to)?;
         let from_base = self.base_of(from);
         let to_base = self.base_of(to);
-        self.upper.rename(from, &self.upper, to)?;
+        self.up()?.rename(from, self.up()?, to)?;
         let moved = match kind {
             Kind::Link => Entry::Link { base: to_base },
             _ => Entry::File { base: to_base },
@@ -398,7 +413,7 @@ impl Overlay {
         }
         self.prepare_new(to)?;
         let to_base = self.base_of(to);
-        self.upper.rename(from, &self.upper, to)?;
+        self.up()?.rename(from, self.up()?, to)?;
         let moved: Vec<(WsPath, Entry)> = self
             .entries
             .iter()
@@ -493,18 +508,18 @@ impl Overlay {
             }
             match entry {
                 Entry::File { .. } => {
-                    self.upper.copy(&path, &upper, &path)?;
+                    self.up()?.copy(&path, &upper, &path)?;
                 }
                 Entry::Dir { .. } => upper.create_dir_all(&path)?,
                 Entry::Link { .. } => {
-                    upper.symlink(self.upper.read_link_contents(&path)?, &path)?
+                    upper.symlink(self.up()?.read_link_contents(&path)?, &path)?
                 }
                 Entry::Gone { .. } => {}
             }
         }
         Ok(Overlay {
             lower,
-            upper,
+            upper: Some(upper),
             entries: self.entries.clone(),
             reads: self.reads.clone(),
         })
@@ -512,7 +527,7 @@ impl Overlay {
 
     /// Opens a staged file for reading (for the change set and patches).
     pub fn open_upper(&self, path: &str) -> io::Result<cap_std::fs::File> {
-        self.upper.open_with(path, OpenOptions::new().read(true))
+        self.up()?.open_with(path, OpenOptions::new().read(true))
     }
 }
 

@@ -42,11 +42,17 @@ pub struct Stage {
     pub(crate) overlay: Overlay,
     /// The workspace's transaction folder.
     txn: PathBuf,
-    /// This stage's folder in it.
-    folder: PathBuf,
-    id: String,
-    _owner: std::fs::File,
+    /// This stage's folder in it, once the call changed something.
+    folder: Option<Owned>,
     finished: bool,
+}
+
+/// A stage folder, locked by this process for as long as it lives.
+#[derive(Debug)]
+struct Owned {
+    path: PathBuf,
+    id: String,
+    _lock: std::fs::File,
 }
 
 /// Why a commit wrote nothing.
@@ -167,55 +173,83 @@ fn new_id() -> String {
     )
 }
 
+/// A new stage folder in the transaction folder `txn`, locked. Recovery
+/// in another process may take a folder in the moment between its
+/// creation and its lock for an abandoned one; then it is gone or locked,
+/// and another is made.
+fn make_folder(txn: &Path) -> io::Result<Owned> {
+    let stages = txn.join("stages");
+    create_private(&stages)?;
+    for _ in 0..8 {
+        let id = new_id();
+        let path = stages.join(&id);
+        std::fs::create_dir(&path)?;
+        let lock = match lock_folder(&path, false) {
+            Ok(Some(lock)) => lock,
+            Ok(None) => continue,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        };
+        match std::fs::create_dir(path.join(UPPER)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
+        }
+        return Ok(Owned {
+            path,
+            id,
+            _lock: lock,
+        });
+    }
+    Err(io::Error::other("no stage folder could be made"))
+}
+
 impl Stage {
-    /// Starts staging changes to the workspace at `workspace`.
+    /// Starts staging changes to the workspace at `workspace`. Nothing is
+    /// made on disk until the call's first change ([`Stage::prepare`]).
     pub fn begin(workspace: &Path) -> io::Result<Stage> {
         let lower = Dir::open_ambient_dir(workspace, cap_std::ambient_authority())?;
-        Self::create(workspace, |upper| Ok(Overlay::new(lower, upper)))
+        Ok(Stage {
+            overlay: Overlay::new(lower, None),
+            txn: txn_folder(workspace)?,
+            folder: None,
+            finished: false,
+        })
     }
 
     /// A new stage that starts with this one's changes (for a dry run,
     /// whose next call sees what the earlier ones left).
     pub fn fork(&self, workspace: &Path) -> io::Result<Stage> {
-        Self::create(workspace, |upper| self.overlay.fork(upper))
+        let txn = txn_folder(workspace)?;
+        let owned = make_folder(&txn)?;
+        let upper = Dir::open_ambient_dir(owned.path.join(UPPER), cap_std::ambient_authority())?;
+        let overlay = if self.overlay.upper.is_some() {
+            self.overlay.fork(upper)?
+        } else {
+            let mut fresh = Overlay::new(self.overlay.lower.try_clone()?, Some(upper));
+            fresh.reads = self.overlay.reads.clone();
+            fresh
+        };
+        Ok(Stage {
+            overlay,
+            txn,
+            folder: Some(owned),
+            finished: false,
+        })
     }
 
-    fn create(
-        workspace: &Path,
-        overlay: impl FnOnce(Dir) -> io::Result<Overlay>,
-    ) -> io::Result<Stage> {
-        let txn = txn_folder(workspace)?;
-        let stages = txn.join("stages");
-        create_private(&stages)?;
-        // Recovery in another process may take a folder in the moment
-        // between its creation and its lock for an abandoned one; then it
-        // is gone or locked, and a new one is made.
-        for _ in 0..8 {
-            let id = new_id();
-            let folder = stages.join(&id);
-            std::fs::create_dir(&folder)?;
-            let owner = match lock_folder(&folder, false) {
-                Ok(Some(owner)) => owner,
-                Ok(None) => continue,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
-            };
-            match std::fs::create_dir(folder.join(UPPER)) {
-                Ok(()) => {}
-                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-                Err(e) => return Err(e),
-            }
-            let upper = Dir::open_ambient_dir(folder.join(UPPER), cap_std::ambient_authority())?;
-            return Ok(Stage {
-                overlay: overlay(upper)?,
-                txn,
-                folder,
-                id,
-                _owner: owner,
-                finished: false,
-            });
+    /// Makes the staging folder, before the call's first change.
+    pub fn prepare(&mut self) -> io::Result<()> {
+        if self.overlay.upper.is_some() {
+            return Ok(());
         }
-        Err(io::Error::other("no stage folder could be made"))
+        let owned = make_folder(&self.txn)?;
+        self.overlay.upper = Some(Dir::open_ambient_dir(
+            owned.path.join(UPPER),
+            cap_std::ambient_authority(),
+        )?);
+        self.folder = Some(owned);
+        Ok(())
     }
 
     /// What the call changed so far.
@@ -259,6 +293,10 @@ impl Stage {
     /// writes nothing.
     pub fn commit(mut self) -> Result<ChangeSet, CommitError> {
         let io_error = |e: io::Error| CommitError::Io(e.kind().to_string());
+        if self.overlay.is_empty() {
+            // Nothing to write: nothing can conflict either.
+            return Ok(ChangeSet::default());
+        }
         let set = self.changes();
         let _lock = lock_workspace(&self.txn).map_err(io_error)?;
         // A commit another process left half-done lands first, so that it
@@ -270,9 +308,6 @@ impl Stage {
         if !conflicts.is_empty() {
             return Err(CommitError::Conflict { paths: conflicts });
         }
-        if self.overlay.is_empty() {
-            return Ok(set);
-        }
         let ops = ops_of(&self.overlay);
         for op in &ops {
             if let Op::Write { path } = op {
@@ -282,25 +317,32 @@ impl Stage {
                     .map_err(io_error)?;
             }
         }
+        let folder = self
+            .folder
+            .as_ref()
+            .ok_or_else(|| CommitError::Io("the call's staging folder is missing".into()))?;
         let journal = Journal {
             version: JOURNAL_VERSION,
-            id: self.id.clone(),
+            id: folder.id.clone(),
             ops,
         };
-        write_journal(&self.folder, &journal).map_err(io_error)?;
+        write_journal(&folder.path, &journal).map_err(io_error)?;
         pause_point("commit-after-journal");
         // From here the commit happens: now, or at the next recovery.
         self.finished = true;
-        apply(&self.overlay.lower, &self.overlay.upper, &journal).map_err(io_error)?;
-        let _ = std::fs::remove_dir_all(&self.folder);
+        let upper = self.overlay.up().map_err(io_error)?;
+        apply(&self.overlay.lower, upper, &journal).map_err(io_error)?;
+        let _ = std::fs::remove_dir_all(&folder.path);
         Ok(set)
     }
 }
 
 impl Drop for Stage {
     fn drop(&mut self) {
-        if !self.finished {
-            let _ = std::fs::remove_dir_all(&self.folder);
+        if let Some(folder) = &self.folder
+            && !self.finished
+        {
+            let _ = std::fs::remove_dir_all(&folder.path);
         }
     }
 }
