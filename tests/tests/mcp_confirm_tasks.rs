@@ -124,9 +124,12 @@ async fn a_session_client_is_asked_and_only_a_yes_runs_the_call() {
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "yes");
     client.cancel().await.unwrap();
 
+    // A write whose only effects are in the workspace runs staged before
+    // the question (so the question shows its diff): each call is its
+    // staged run, then the answer.
     assert_eq!(
         audit_outcomes(&audit),
-        ["declined", "unconfirmed", "ok"],
+        ["ok", "declined", "ok", "unconfirmed", "ok", "ok"],
         "every answer is audited"
     );
 }

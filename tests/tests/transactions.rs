@@ -655,3 +655,108 @@ fn an_agent_dry_run_writes_a_patch_that_git_applies_to_the_tree_the_run_would_ma
         "{patch_text}"
     );
 }
+
+/// Whether the official MCP Python SDK can be imported; CI requires it.
+fn python_sdk() -> bool {
+    let found = std::process::Command::new("python3")
+        .args(["-c", "import mcp.client.stdio"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found && std::env::var_os("SKILLBOX_REQUIRE_MCP_SDK").is_some() {
+        panic!("the MCP Python SDK is required (pip install mcp)");
+    }
+    if !found {
+        eprintln!("skipped: the MCP Python SDK is not installed (pip install mcp)");
+    }
+    found
+}
+
+/// The stager's tool declared destructive, so the default policy asks.
+fn destructive_stager() -> tempfile::TempDir {
+    let kit = stager();
+    let manifest = kit.path().join("stager/skillbox.yaml");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("effect: write", "effect: destructive")
+        .replace("  network: [\"*\"]\n", "");
+    std::fs::write(manifest, text).unwrap();
+    kit
+}
+
+#[test]
+fn the_question_shows_the_staged_diff_and_only_an_approval_commits() {
+    if !python_sdk() {
+        return;
+    }
+    let kit = destructive_stager();
+    let ws = seeded();
+    let state = tempfile::tempdir().unwrap();
+    let audit = state.path().join("audit.jsonl");
+    let before = tree(ws.path());
+    let steps =
+        json!({"steps": ["write /workspace/a.txt alpha\nbeta\n", "remove /workspace/c.txt"]});
+    let ask = |answer: &str| -> Value {
+        let out = std::process::Command::new("python3")
+            .arg(skillbox_e2e::repo().join("tests/support/python/confirm_client.py"))
+            .args([answer, TOOL, &steps.to_string()])
+            .arg(skillbox_e2e::skillbox_bin())
+            .args(["--tools", "all", "--skills"])
+            .arg(kit.path())
+            .arg("--workspace")
+            .arg(ws.path())
+            .args(["--allow-write", "--audit"])
+            .arg(&audit)
+            .current_dir(skillbox_e2e::repo())
+            .envs(skillbox_e2e::hermetic_env())
+            .env("SKILLBOX_STATE_DIR", state.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+
+    let declined = ask("decline");
+    let question = declined["asked"][0].as_str().unwrap();
+    for part in [
+        "It would change:",
+        "~ changed a.txt (6 B -> 11 B)",
+        "- deleted c.txt (8 B)",
+        "+beta",
+    ] {
+        assert!(
+            question.contains(part),
+            "{part:?} is not in the question: {question}"
+        );
+    }
+    assert_eq!(declined["is_error"], true, "{declined}");
+    assert_eq!(tree(ws.path()), before, "a decline wrote something");
+
+    let approved = ask("accept");
+    assert_eq!(approved["asked"].as_array().unwrap().len(), 1, "{approved}");
+    assert_eq!(approved["is_error"], false, "{approved}");
+    let after = tree(ws.path());
+    assert_eq!(after["a.txt"], Some(b"alpha\nbeta\n".to_vec()));
+    assert!(!after.contains_key("c.txt"));
+
+    let outcomes: Vec<String> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .filter_map(|l| {
+            let v: Value = serde_json::from_str(l).ok()?;
+            Some(format!(
+                "{}/{}",
+                v["outcome"].as_str()?,
+                v["workspace"]["outcome"].as_str()?
+            ))
+        })
+        .collect();
+    assert_eq!(
+        outcomes,
+        ["ok/held", "declined/declined", "ok/held", "ok/committed"],
+        "{outcomes:?}"
+    );
+}

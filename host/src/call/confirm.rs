@@ -75,6 +75,9 @@ pub enum Approval {
     Approved(String),
     /// The user said no to the question with this digest.
     Declined(String),
+    /// The question with this digest could not be put to anyone (the
+    /// client cannot ask): a call held for it is dropped.
+    Unanswered(String),
 }
 
 /// The question put to the user before a confirmed call.
@@ -88,6 +91,9 @@ pub struct Question {
     pub grants: String,
     /// Binds an answer to exactly this call.
     pub digest: String,
+    /// What the call would change in the workspace (the list and a diff
+    /// excerpt), when it ran staged before the question.
+    pub changes: Option<String>,
 }
 
 impl Question {
@@ -116,7 +122,21 @@ impl Question {
             arguments,
             grants,
             digest,
+            changes: None,
         }
+    }
+
+    /// The question for a call that ran staged: it shows `changes`, and
+    /// its digest binds the answer to them too.
+    pub fn with_changes(mut self, changes: String) -> Self {
+        let mut hasher = Sha256::new();
+        for part in [self.digest.as_str(), changes.as_str()] {
+            hasher.update((part.len() as u64).to_le_bytes());
+            hasher.update(part.as_bytes());
+        }
+        self.digest = format!("sha256:{:x}", hasher.finalize());
+        self.changes = Some(changes);
+        self
     }
 
     /// The question as a person reads it.
@@ -127,11 +147,18 @@ impl Question {
             arguments.truncate(cut);
             arguments.push('…');
         }
-        format!(
+        let mut text = format!(
             "Allow {what}? It is declared {class}.\n  arguments: {arguments}\n  grants: {grants}",
             what = self.what,
             class = self.class.as_str(),
             grants = self.grants,
-        )
+        );
+        if let Some(changes) = &self.changes {
+            text.push_str(&format!(
+                "\nIt ran with its writes staged; nothing is written unless you approve. It \
+                 would change:\n{changes}"
+            ));
+        }
+        text
     }
 }

@@ -59,6 +59,8 @@ pub struct Host {
     audit: Option<AuditLog>,
     /// Counted where calls are audited, so the two always agree.
     pub metrics: Metrics,
+    /// Staged calls waiting for the user's yes.
+    pub(super) held: super::held::HeldCalls,
 }
 
 /// Context of one call, for the audit record.
@@ -98,6 +100,7 @@ impl Host {
             resolved: Mutex::new(HashMap::new()),
             audit,
             metrics: Metrics::new(),
+            held: Default::default(),
         };
         policy::check_write_grant(&host.options.policy, &host.protected_state())?;
         Ok(host)

@@ -28,6 +28,7 @@
 pub mod audit;
 pub mod confirm;
 mod error;
+mod held;
 mod host;
 pub mod metrics;
 mod pipeline;

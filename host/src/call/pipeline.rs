@@ -22,6 +22,9 @@ use crate::sandbox::{Grants, NetRequest, NetTrace, PendingChanges, SandboxError,
 use crate::skill::Skill;
 use crate::skill::policy;
 
+/// Bytes of diff a staged call's question shows.
+const QUESTION_DIFF_BYTES: usize = 4_000;
+
 /// What a sandbox run produced, before redaction.
 struct Ran {
     outcome: Outcome,
@@ -129,7 +132,27 @@ impl Host {
             trace: caller.trace.clone(),
             tool_resolved: true,
         };
-        if let Some(question) = self.question(caller, &prepared, &target, &resolved.grants) {
+        // A call confirmed after it ran staged: its answer settles the
+        // held changes, and the tool does not run again.
+        let staged_first = self
+            .stages_first(caller, &prepared, &resolved.grants)
+            .then(|| self.question_of(&prepared, &target, &resolved.grants));
+        if let Some(identity) = &staged_first {
+            let answer = match &caller.approval {
+                Approval::Approved(digest) => Some((digest, Some(true))),
+                Approval::Declined(digest) => Some((digest, Some(false))),
+                Approval::Unanswered(digest) => Some((digest, None)),
+                Approval::NotAsked => None,
+            };
+            if let Some((digest, yes)) = answer
+                && let Some(held) = self.held.take(digest, &identity.digest)
+            {
+                return self.answer_held(held, yes, &record, started).await;
+            }
+        }
+        if staged_first.is_none()
+            && let Some(question) = self.question(caller, &prepared, &target, &resolved.grants)
+        {
             let refusal = match &caller.approval {
                 Approval::Approved(digest) if *digest == question.digest => None,
                 Approval::Declined(digest) if *digest == question.digest => {
@@ -253,7 +276,20 @@ impl Host {
             _ = cancel.cancelled() => Err(SandboxError::Cancelled),
             result = run => result,
         };
+        let mut to_hold = None;
         let (result, workspace) = match result {
+            Ok(mut ran) if staged_first.is_some() && ran.staged.is_some() => {
+                let stage = ran.staged.take().expect("checked above");
+                let changes = stage.changes();
+                let held = if changes.is_empty() {
+                    "committed"
+                } else {
+                    "held"
+                };
+                let record = WorkspaceRecord::new(held, &changes);
+                to_hold = Some((stage, changes));
+                (Ok((ran, None)), Some(record))
+            }
             Ok(mut ran) if writable => {
                 let staged = ran.staged.take();
                 match settle(staged, dry_changes.as_deref_mut()).await {
@@ -293,7 +329,7 @@ impl Host {
                 self.record(&record, e.code(), started, None, &network, workspace);
             }
         }
-        match result {
+        let reply = match result {
             Ok((ran, workspace)) => Ok(CallReply {
                 workspace,
                 outcome: redact_outcome(&redactor, ran.outcome),
@@ -308,7 +344,125 @@ impl Host {
                 error: redactor.error(error),
                 notes,
             }),
+        };
+        match (reply, to_hold, staged_first) {
+            (Ok(reply), Some((stage, changes)), Some(identity)) if !changes.is_empty() => {
+                let shown = format!(
+                    "  {}\n{}",
+                    changes.lines().join("\n  "),
+                    stage.excerpt(&changes, QUESTION_DIFF_BYTES)
+                );
+                let question = identity.clone().with_changes(redactor.text(&shown));
+                self.held.hold(super::held::Held::new(
+                    identity.digest,
+                    question.clone(),
+                    stage,
+                    reply,
+                ));
+                Err(CallError::NeedsConfirmation {
+                    question: Box::new(question),
+                    policy: self.options.confirm,
+                })
+            }
+            // Nothing would change: there is nothing to confirm.
+            (Ok(mut reply), Some(_), _) => {
+                reply.workspace = Some(WorkspaceChanges {
+                    status: WorkspaceStatus::Committed,
+                    changes: ChangeSet::default(),
+                });
+                Ok(reply)
+            }
+            (reply, _, _) => reply,
         }
+    }
+
+    /// Settles a held call with the user's answer: an approval commits its
+    /// staged changes (the tool does not run again), a decline drops them.
+    /// `yes` is `None` when no one could be asked.
+    async fn answer_held(
+        &self,
+        held: super::held::Held,
+        yes: Option<bool>,
+        record: &CallRecord<'_>,
+        started: Instant,
+    ) -> Result<CallReply, CallError> {
+        let super::held::Held {
+            stage,
+            mut reply,
+            question,
+            ..
+        } = held;
+        if yes != Some(true) {
+            let changes = stage.changes();
+            drop(stage);
+            let (refusal, outcome) = match yes {
+                Some(_) => (
+                    CallError::Declined {
+                        what: question.what,
+                    },
+                    "declined",
+                ),
+                None => (
+                    CallError::NeedsConfirmation {
+                        question: Box::new(question),
+                        policy: self.options.confirm,
+                    },
+                    "discarded",
+                ),
+            };
+            let workspace = WorkspaceRecord::new(outcome, &changes);
+            self.record(record, refusal.code(), started, None, &[], Some(workspace));
+            return Err(refusal);
+        }
+        match crate::sandbox::commit(&PendingChanges::holding(stage)).await {
+            Ok(changes) => {
+                let workspace = WorkspaceRecord::new("committed", &changes);
+                self.record(record, "ok", started, None, &reply.network, Some(workspace));
+                reply.workspace = Some(WorkspaceChanges {
+                    status: WorkspaceStatus::Committed,
+                    changes,
+                });
+                Ok(reply)
+            }
+            Err(error) => {
+                let workspace = Some(WorkspaceRecord::conflicted());
+                self.record(record, error.code(), started, None, &[], workspace);
+                Err(CallError::Sandbox {
+                    error,
+                    notes: reply.notes,
+                })
+            }
+        }
+    }
+
+    /// Whether a model's call runs staged before its question, so the
+    /// question can show the diff: the policy confirms it, and its only
+    /// effects are in the workspace (a call granted network access is
+    /// asked before it runs, since what it sends cannot be taken back).
+    fn stages_first(&self, caller: &Caller, prepared: &Prepared, grants: &Grants) -> bool {
+        !matches!(caller.access, Access::User)
+            && self.options.confirm.needs(prepared.class)
+            && !self.options.dry_run
+            && grants.network.is_empty()
+            && grants.workspace.as_ref().is_some_and(|ws| ws.writable)
+    }
+
+    /// Whether the call `target` would run staged before its question
+    /// (see [`Host::call`]); the transport then asks after the first
+    /// [`Host::call`] returns the question.
+    pub async fn runs_before_asking(self: &Arc<Self>, caller: &Caller, target: &Target) -> bool {
+        if matches!(caller.access, Access::User)
+            || self
+                .class_of(target)
+                .is_some_and(|class| !self.options.confirm.needs(class))
+        {
+            return false;
+        }
+        let Ok(prepared) = self.prepare(caller, target).await else {
+            return false;
+        };
+        let resolved = self.grants_of(&prepared);
+        self.stages_first(caller, &prepared, &resolved.grants)
     }
 
     /// Audits a host tool that runs no guest code (`load_skill`) with the
@@ -357,6 +511,12 @@ impl Host {
         }
         let prepared = self.prepare(caller, target).await.ok()?;
         let resolved = self.grants_of(&prepared);
+        if self.stages_first(caller, &prepared, &resolved.grants) {
+            // Asked after the call ran staged; a client answering by
+            // sending the call again answers the held question.
+            let identity = self.question_of(&prepared, target, &resolved.grants);
+            return self.held.question_for(&identity.digest);
+        }
         self.question(caller, &prepared, target, &resolved.grants)
     }
 
@@ -372,6 +532,16 @@ impl Host {
         if matches!(caller.access, Access::User) || !self.options.confirm.needs(prepared.class) {
             return None;
         }
+        // A dry run writes nothing; only a call that reaches the network
+        // still has something to confirm.
+        if self.options.dry_run && grants.network.is_empty() {
+            return None;
+        }
+        Some(self.question_of(prepared, target, grants))
+    }
+
+    /// The question for `target`, asked or not.
+    fn question_of(&self, prepared: &Prepared, target: &Target, grants: &Grants) -> Question {
         let (what, arguments) = match target {
             Target::Tool { name, arguments } => (name.clone(), arguments.clone()),
             Target::Script {
@@ -384,13 +554,13 @@ impl Host {
                 json!({"args": args, "stdin": String::from_utf8_lossy(stdin)}),
             ),
         };
-        Some(Question::new(
+        Question::new(
             what,
             prepared.class,
             arguments,
             grants.summary(),
             &prepared.component.digest,
-        ))
+        )
     }
 }
 

@@ -24,7 +24,7 @@ use super::confirm::{self, Asked};
 use super::host_tools::{self, LOAD_SKILL, READ_SKILL_FILE, RUN_SCRIPT, with_notes};
 use super::server::{Shared, ToolsMode};
 use super::{prompts, results};
-use crate::call::{Access, CallError, CallReply, Caller, Outcome, Target};
+use crate::call::{Access, Approval, CallError, CallReply, Caller, Outcome, Target};
 use crate::skill::Skill;
 use crate::skill::resident::FIND_SKILLS;
 
@@ -205,6 +205,24 @@ impl Session {
                     Asked::CannotAsk => caller.approval,
                 },
             };
+        } else if host.runs_before_asking(&caller, &target).await {
+            // The call runs staged first, so its question can show what it
+            // would change; the answer then settles the held changes.
+            let first = host.call(&caller, target.clone(), &context.ct).await;
+            match first {
+                Err(CallError::NeedsConfirmation { question, .. })
+                    if question.changes.is_some() =>
+                {
+                    match confirm::ask(&self.server.seal, &question, context).await {
+                        Asked::Answer(approval) => caller.approval = approval,
+                        Asked::InputRequired(result) => return Ok(result.into()),
+                        Asked::CannotAsk => {
+                            caller.approval = Approval::Unanswered(question.digest.clone());
+                        }
+                    }
+                }
+                other => return self.reply(other, context).await.map(Into::into),
+            }
         }
         let label = match &target {
             Target::Tool { name, .. } => name.clone(),
