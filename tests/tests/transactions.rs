@@ -51,7 +51,12 @@ fn tree(dir: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
             if rel.starts_with(".git") {
                 continue;
             }
-            if path.is_dir() {
+            let kind = entry.file_type().unwrap();
+            if kind.is_symlink() {
+                let target = std::fs::read_link(&path).unwrap();
+                let shown = format!("-> {}", target.display());
+                out.insert(rel, Some(shown.into_bytes()));
+            } else if kind.is_dir() {
                 out.insert(rel, None);
                 walk(root, &path, out);
             } else {
@@ -203,13 +208,14 @@ fn a_guest_sees_its_own_writes_and_a_success_commits_all_of_them() {
 fn every_failure_after_partial_writes_leaves_the_workspace_unchanged() {
     let kit = stager();
     let ws = seeded();
+    std::fs::write(ws.path().join("big.bin"), vec![7u8; 2 << 20]).unwrap();
     let before = tree(ws.path());
     let partial = [
         "write /workspace/a.txt overwritten",
         "remove /workspace/b.txt",
         "write /workspace/docs/new.md new",
     ];
-    let cases: [(&str, &[&str], &[&str]); 4] = [
+    let cases: [(&str, &[&str], &[&str]); 5] = [
         ("err", &["fail on purpose"], &[]),
         ("trap", &["trap"], &[]),
         ("timeout", &["spin"], &["--timeout-ms", "1000"]),
@@ -221,6 +227,13 @@ fn every_failure_after_partial_writes_leaves_the_workspace_unchanged() {
                 "write /workspace/6 x",
             ],
             &["--workspace-quota-entries", "3"],
+        ),
+        // Changing a file copies it first: the copy is paid before it is
+        // made, so a 2 MiB file cannot be staged under a 1 MiB quota.
+        (
+            "quota on a copy",
+            &["append /workspace/big.bin x"],
+            &["--workspace-quota-mib", "1"],
         ),
     ];
     for (what, last, flags) in cases {
@@ -759,4 +772,181 @@ fn the_question_shows_the_staged_diff_and_only_an_approval_commits() {
         ["ok/held", "declined/declined", "ok/held", "ok/committed"],
         "{outcomes:?}"
     );
+}
+
+/// What a hostile guest tried against the staged view (found by the red
+/// team), each answered as the workspace itself would, or refused.
+#[test]
+fn staged_paths_behave_as_the_workspace_would_and_links_stay_inside() {
+    use std::os::unix::fs::symlink;
+    let kit = stager();
+    let ws = workspace(&[
+        ("sub/y", "y\n"),
+        ("sub/z", "z\n"),
+        ("a.txt", "A\n"),
+        ("t/x", "old\n"),
+    ]);
+    std::fs::create_dir(ws.path().join("sub/inner")).unwrap();
+    symlink("sub", ws.path().join("l")).unwrap();
+    symlink("..", ws.path().join("sub/up")).unwrap();
+
+    // A folder made where a link was holds nothing of what the link led to.
+    let run = call_steps(
+        kit.path(),
+        ws.path(),
+        &[
+            "remove /workspace/l",
+            "mkdir /workspace/l",
+            "list /workspace/l",
+            "write /workspace/l/new x",
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json()[2], "");
+    let after = tree(ws.path());
+    for kept in ["sub/y", "sub/z", "sub/inner", "l/new"] {
+        assert!(after.contains_key(kept), "{kept} is gone: {after:?}");
+    }
+
+    // A link moved, or made, must still lead inside the workspace and not
+    // into a project skill folder.
+    let run = call_steps(
+        kit.path(),
+        ws.path(),
+        &["rename /workspace/sub/up /workspace/esc"],
+        &[],
+    );
+    assert_ne!(run.code, 0, "{run:?}");
+    run.stderr_says(&["must point inside it"]);
+    let run = call_steps(
+        kit.path(),
+        ws.path(),
+        &[
+            "mkdir /workspace/.claude",
+            "symlink skills /workspace/.claude/x",
+        ],
+        &[],
+    );
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(!ws.path().join(".claude/x").exists());
+
+    // Writing through a link writes its target; the change set says so.
+    let run = call_steps(
+        kit.path(),
+        ws.path(),
+        &[
+            "symlink a.txt /workspace/la",
+            "write /workspace/la through",
+            "read /workspace/a.txt",
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.json()[2], "through");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+        "through"
+    );
+
+    // A folder made in the call moved onto one whose files it deleted.
+    let run = call_steps(
+        kit.path(),
+        ws.path(),
+        &[
+            "remove /workspace/t/x",
+            "mkdir /workspace/n",
+            "write /workspace/n/x new",
+            "rename /workspace/n /workspace/t",
+        ],
+        &[],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("t/x")).unwrap(),
+        "new"
+    );
+
+    // Descriptors of /tmp and of the workspace never mix, and asking for
+    // the preopens again leaves the workspace readable.
+    let run = call_steps(
+        kit.path(),
+        ws.path(),
+        &[
+            "mkdir /tmp/d",
+            "write /tmp/d/tmpfile x",
+            "mkdir /workspace/m",
+            "write /workspace/m/f x",
+            "symlink a.txt /workspace/c",
+            "list /workspace/m",
+            "list /tmp/d",
+            "read /workspace/m/f",
+        ],
+        &["--dry-run"],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let said = run.json();
+    assert_eq!(
+        (said[5].as_str(), said[6].as_str(), said[7].as_str()),
+        (Some("f"), Some("tmpfile"), Some("x"))
+    );
+}
+
+#[test]
+fn a_state_folder_inside_the_workspace_is_never_used() {
+    let ws = seeded();
+    let before = tree(ws.path());
+    let run: Run = skillbox()
+        .args(["call", "--component"])
+        .arg(component("testbed"))
+        .arg("stage-steps")
+        .arg("--workspace")
+        .arg(ws.path())
+        .args([
+            "--allow-write",
+            "--args",
+            r#"{"steps": ["write /workspace/a.txt x"]}"#,
+        ])
+        .env("SKILLBOX_STATE_DIR", ws.path().join(".state"))
+        .output()
+        .unwrap()
+        .into();
+    assert_ne!(run.code, 0, "{run:?}");
+    run.stderr_says(&[
+        "the state folder lies inside the workspace",
+        "SKILLBOX_STATE_DIR",
+    ]);
+    let after = tree(ws.path());
+    assert_eq!(after.get("a.txt"), before.get("a.txt"));
+}
+
+#[test]
+fn a_commit_finished_after_a_crash_keeps_what_the_user_added_meanwhile() {
+    let kit = stager();
+    let ws = workspace(&[("d/old", "old\n")]);
+    let state = tempfile::tempdir().unwrap();
+    let steps = json!({"steps": ["remove /workspace/d/old", "rmdir /workspace/d"]});
+    let mut child = skillbox()
+        .args(["call", TOOL, "--skills"])
+        .arg(kit.path())
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--allow-write", "--args", &steps.to_string()])
+        .env("SKILLBOX_STATE_DIR", state.path())
+        .env("SKILLBOX_TEST_PAUSE_AT", "commit-after-journal")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_line(&mut child, "paused at commit-after-journal");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    std::fs::write(ws.path().join("d/mine"), "the user's\n").unwrap();
+
+    let state_env = [("SKILLBOX_STATE_DIR", state.path().to_str().unwrap())];
+    let restart = call_steps_with_env(kit.path(), ws.path(), &["list /workspace/d"], &state_env);
+    assert_eq!(restart.code, 0, "{restart:?}");
+    restart.stderr_says(&["finished a workspace commit that was interrupted"]);
+    assert_eq!(restart.json()[0], "mine");
+    assert_eq!(stages_left(state.path()), 0);
 }

@@ -96,11 +96,20 @@ fn begin_stage(grants: &Grants, from: Option<&Stage>) -> Result<Option<Stage>, S
         None => Stage::begin(&ws.host_dir),
     };
     stage.map(Some).map_err(|e| {
-        SandboxError::Host(format!(
-            "cannot stage the call's workspace changes ({}); check that the state folder \
-             (SKILLBOX_STATE_DIR or XDG_STATE_HOME) is writable",
-            super::io_reason(&e)
-        ))
+        let why = match e.kind() {
+            // The two refusals of `txn_folder` say what to do themselves.
+            std::io::ErrorKind::PermissionDenied | std::io::ErrorKind::NotFound
+                if e.get_ref().is_some() =>
+            {
+                e.to_string()
+            }
+            _ => format!(
+                "{}; check that the state folder (SKILLBOX_STATE_DIR or XDG_STATE_HOME) is \
+                 writable",
+                super::io_reason(&e)
+            ),
+        };
+        SandboxError::Host(format!("cannot stage the call's workspace changes: {why}"))
     })
 }
 
@@ -423,11 +432,15 @@ pub async fn commit(staged: &PendingChanges) -> Result<ChangeSet, SandboxError> 
     let Some(stage) = staged.take() else {
         return Ok(ChangeSet::default());
     };
+    if stage.is_empty() {
+        // A call that changed nothing has nothing to write.
+        return Ok(ChangeSet::default());
+    }
     tokio::task::spawn_blocking(move || stage.commit())
         .await
         .map_err(|_| SandboxError::Host("the workspace commit was interrupted".into()))?
         .map_err(|e| match e {
             CommitError::Conflict { .. } => SandboxError::Conflict(e.to_string()),
-            CommitError::Io(_) => SandboxError::Host(e.to_string()),
+            CommitError::Io(_) | CommitError::Interrupted(_) => SandboxError::Host(e.to_string()),
         })
 }

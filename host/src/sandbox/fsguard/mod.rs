@@ -104,6 +104,11 @@ impl FsGuard {
     }
 
     fn tag(&mut self, child: &Resource<Descriptor>, parent: Option<Mount>) {
+        // A handle is reused once the guest drops a descriptor: what the
+        // old one was on the staged workspace must not carry over.
+        if let Some(staged) = &mut self.staged {
+            staged.forget(child.rep());
+        }
         match parent {
             Some(mount) => self.descriptors.insert(child.rep(), mount),
             None => self.descriptors.remove(&child.rep()),

@@ -23,9 +23,13 @@ use wasmtime_wasi::{FsPerms, OpenMode};
 
 use super::protect::{self, Last};
 use super::{GuardedFs, Mount, QuotaKind, refused, spend, to_wire};
-use crate::sandbox::stage::{Deny, Found, Kind, Stage, WsPath, join, rel};
+use crate::sandbox::stage::{Deny, Fingerprint, Found, Kind, Stage, WsPath, join, rel};
 
 type Wire<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
+
+/// Links followed in a row before a path is taken as it is (the file
+/// system's own limit answers past it).
+const MAX_LINKS: usize = 8;
 
 /// Which folder a staged descriptor was opened in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +51,13 @@ pub(super) struct Staged {
 }
 
 impl Staged {
+    /// Forgets a descriptor handle that is about to be reused.
+    pub(super) fn forget(&mut self, rep: u32) {
+        if Some(rep) != self.lower_root && Some(rep) != self.upper_root {
+            self.paths.remove(&rep);
+        }
+    }
+
     pub(super) fn new(stage: Stage) -> Self {
         Staged {
             stage,
@@ -67,10 +78,19 @@ pub(super) fn preopened<T: GuardedFs>(
     let Some(staged) = state.fs_guard().staged.as_mut() else {
         return Ok(());
     };
-    staged.lower_root = Some(fd.rep());
     staged.paths.insert(fd.rep(), (String::new(), Side::Lower));
-    if staged.stage.overlay.has_upper() {
-        push_upper(state)?;
+    if staged.lower_root.is_none() {
+        // The host's own handle on the workspace: the guest may drop the
+        // preopen it was given (and ask for the preopens again).
+        let lower = staged.stage.overlay.lower().try_clone()?.into_std_file();
+        let dir = FsDir::new(lower, FsPerms::ReadWrite, OpenMode::READ, false);
+        let lower: Resource<FsDescriptor> = state.ctx().table.push(FsDescriptor::Dir(dir))?;
+        let own = self::staged(state);
+        own.lower_root = Some(lower.rep());
+        own.paths.insert(lower.rep(), (String::new(), Side::Lower));
+        if own.stage.overlay.has_upper() {
+            push_upper(state)?;
+        }
     }
     Ok(())
 }
@@ -178,12 +198,27 @@ pub(super) async fn open_at<T: GuardedFs>(
     oflags: OpenFlags,
     flags: DescriptorFlags,
 ) -> Wire<Resource<super::Descriptor>> {
-    let path = match resolve(&base, &rel_path) {
+    let mut path = match resolve(&base, &rel_path) {
         Ok(p) => p,
         Err(d) => return deny(state, d),
     };
     let writes = flags.contains(DescriptorFlags::WRITE) || oflags.contains(OpenFlags::TRUNCATE);
     let follow = path_flags.contains(PathFlags::SYMLINK_FOLLOW);
+    // A link is followed by its workspace path, so that what it leads to
+    // is seen (and changed) as staged. A link out of the workspace is left
+    // to the file system below, which does not follow it out.
+    if follow {
+        for _ in 0..MAX_LINKS {
+            let overlay = &staged(state).stage.overlay;
+            if overlay.kind(&path) != Some(Kind::Link) {
+                break;
+            }
+            match overlay.link_target(&path) {
+                Some(target) => path = target,
+                None => break,
+            }
+        }
+    }
     if writes || oflags.contains(OpenFlags::CREATE) {
         let last = if follow { Last::Target } else { Last::Link };
         if let Err(d) = protect_change(state, "write", &path, last) {
@@ -224,11 +259,18 @@ fn place_for_open<T: GuardedFs>(
     let create = oflags.contains(OpenFlags::CREATE);
     let exclusive = oflags.contains(OpenFlags::EXCLUSIVE);
     let overlay = &staged(state).stage.overlay;
-    let lower_kind = match overlay.found(path) {
+    let lower = match overlay.found(path) {
+        Found::Upper(Kind::Link) if follow && (writes || create) => {
+            return Ok(Err(Deny::Refused(format!(
+                "refused to write through the symbolic link `{path}`: it leads out of the \
+                 workspace"
+            ))));
+        }
         Found::Upper(_) => return Ok(Ok(Side::Upper)),
         Found::Missing => None,
-        Found::Lower => overlay.kind(path),
+        Found::Lower => overlay.lower_meta(path),
     };
+    let lower_kind = lower.as_ref().map(|m| Fingerprint::of(m).kind);
     let budget = state.fs_guard().workspace.clone();
     Ok(match lower_kind {
         None if !create => Err(ErrorCode::NoEntry.into()),
@@ -248,20 +290,32 @@ fn place_for_open<T: GuardedFs>(
                 return Ok(Err(d));
             }
             let truncate = oflags.contains(OpenFlags::TRUNCATE);
-            match staged(state).stage.overlay.copy_up(path, truncate) {
-                Ok(copied) => {
-                    spend(Some(&budget), QuotaKind::Bytes, copied)?;
-                    Ok(Side::Upper)
-                }
-                Err(d) => Err(d),
+            // The copy is paid for before it is made: a call cannot make
+            // the host copy a file larger than its quota.
+            if !truncate {
+                let size = lower.as_ref().map_or(0, |m| m.len());
+                spend(Some(&budget), QuotaKind::Bytes, size)?;
             }
+            staged(state)
+                .stage
+                .overlay
+                .copy_up(path, truncate)
+                .map(|_| Side::Upper)
         }
-        Some(kind) => place_existing(state, path, kind, writes, follow, create && exclusive),
+        Some(kind) => {
+            let side = place_existing(path, kind, writes, follow, create && exclusive);
+            if side == Ok(Side::Lower)
+                && kind == Kind::File
+                && let Some(meta) = &lower
+            {
+                staged(state).stage.overlay.note_read_of(path, meta);
+            }
+            side
+        }
     })
 }
 
-fn place_existing<T: GuardedFs>(
-    state: &mut T,
+fn place_existing(
     path: &str,
     kind: Kind,
     writes: bool,
@@ -280,11 +334,7 @@ fn place_existing<T: GuardedFs>(
             "refused to write through the symbolic link `{path}`: a call's workspace changes \
              are staged by path; write to the link's target instead"
         ))),
-        Kind::Link => Ok(Side::Lower),
-        Kind::File => {
-            staged(state).stage.overlay.note_read(path);
-            Ok(Side::Lower)
-        }
+        Kind::Link | Kind::File => Ok(Side::Lower),
     }
 }
 
@@ -389,12 +439,15 @@ pub(super) async fn set_times_at<T: GuardedFs>(
             if let Err(d) = prepare(state)? {
                 return deny(state, d);
             }
+            let size = staged(state)
+                .stage
+                .overlay
+                .lower_meta(&path)
+                .map_or(0, |m| m.len());
+            let budget = state.fs_guard().workspace.clone();
+            spend(Some(&budget), QuotaKind::Bytes, size)?;
             match staged(state).stage.overlay.copy_up(&path, false) {
-                Ok(copied) => {
-                    let budget = state.fs_guard().workspace.clone();
-                    spend(Some(&budget), QuotaKind::Bytes, copied)?;
-                    Side::Upper
-                }
+                Ok(_) => Side::Upper,
                 Err(d) => return deny(state, d),
             }
         }
@@ -601,6 +654,14 @@ pub(super) fn rename_at<T: GuardedFs>(
     if let Err(refusal) = checks {
         return deny(state, Deny::Refused(refusal.message("rename")));
     }
+    // A link moved elsewhere must still lead inside the workspace, and not
+    // into a project skill folder, from where it lands.
+    if let Some(target) = staged(state).stage.overlay.raw_link(&from)
+        && staged(state).stage.overlay.kind(&from) == Some(Kind::Link)
+        && let Err(d) = check_link(state, &to, &target)
+    {
+        return deny(state, d);
+    }
     // Moving a file the call had not changed copies it up first.
     let budget = state.fs_guard().workspace.clone();
     let overlay = &staged(state).stage.overlay;
@@ -627,18 +688,13 @@ pub(super) fn symlink_at<T: GuardedFs>(
         Ok(p) => p,
         Err(d) => return deny(state, d),
     };
-    let root = state.fs_guard().workspace_root.clone();
     let checks = {
         let lower = staged(state).stage.overlay.lower();
         protect::check_new_name(lower, &path)
-            .and_then(|()| protect::check_link_target(&target))
-            .and_then(|()| match &root {
-                Some(root) => protect::check_link_inside(lower, &path, &target, root),
-                None => Ok(()),
-            })
+            .map_err(|refusal| Deny::Refused(refusal.message("link")))
     };
-    if let Err(refusal) = checks {
-        return deny(state, Deny::Refused(refusal.message("link")));
+    if let Err(d) = checks.and_then(|()| check_link(state, &path, &target)) {
+        return deny(state, d);
     }
     let budget = state.fs_guard().workspace.clone();
     spend(Some(&budget), QuotaKind::Entries, 1)?;
@@ -647,6 +703,24 @@ pub(super) fn symlink_at<T: GuardedFs>(
     }
     let done = staged(state).stage.overlay.symlink(&target, &path);
     finish(state, done)
+}
+
+/// A link at `link` to `target` must lead inside the workspace, and not
+/// into a project skill folder by any name.
+fn check_link<T: GuardedFs>(state: &mut T, link: &str, target: &str) -> Result<(), Deny> {
+    let root = state.fs_guard().workspace_root.clone();
+    let lower = staged(state).stage.overlay.lower();
+    let refused = |refusal: protect::Refusal| Deny::Refused(refusal.message("link"));
+    protect::check_link_target(target).map_err(refused)?;
+    if let Some(root) = &root {
+        protect::check_link_inside(lower, link, target, root).map_err(refused)?;
+    }
+    match join(crate::sandbox::stage::parent(link), target) {
+        Some(lands) => protect::check_change(lower, &lands, Last::Link).map_err(refused),
+        None => Err(Deny::Refused(format!(
+            "refused to link `{link}` to `{target}`: it would lead out of the workspace"
+        ))),
+    }
 }
 
 /// Hard links are not staged: a link made above could not be made the

@@ -66,12 +66,12 @@ impl ChangeSet {
                     ChangeKind::Deleted => {
                         format!("- deleted {what}{}{}", c.path, size(c.before_bytes, c.kind))
                     }
-                    ChangeKind::Changed => format!(
-                        "~ changed {what}{} ({} B -> {} B)",
-                        c.path,
-                        c.before_bytes.unwrap_or(0),
-                        c.after_bytes.unwrap_or(0)
-                    ),
+                    ChangeKind::Changed => match (c.before_bytes, c.after_bytes) {
+                        (Some(before), Some(after)) => {
+                            format!("~ changed {what}{} ({before} B -> {after} B)", c.path)
+                        }
+                        _ => format!("~ replaced {what}{}", c.path),
+                    },
                 }
             })
             .collect()
@@ -127,13 +127,21 @@ pub fn of(overlay: &Overlay) -> ChangeSet {
                     path: path.clone(),
                     change: ChangeKind::Changed,
                     kind: Kind::File,
-                    before_bytes: Some(base.len),
+                    before_bytes: (base.kind == Kind::File).then_some(base.len),
                     after_bytes: Some(upper_len()),
                 }
             }
             Entry::Dir { base } => match base {
                 Base::Was(b) if b.kind == Kind::Dir => continue,
-                _ => Change {
+                // A file or link replaced by a folder.
+                Base::Was(b) => Change {
+                    path: path.clone(),
+                    change: ChangeKind::Changed,
+                    kind: Kind::Dir,
+                    before_bytes: (b.kind == Kind::File).then_some(b.len),
+                    after_bytes: None,
+                },
+                Base::Absent => Change {
                     path: path.clone(),
                     change: ChangeKind::Added,
                     kind: Kind::Dir,

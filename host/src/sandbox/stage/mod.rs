@@ -19,5 +19,5 @@ mod transaction;
 
 pub use changes::{Change, ChangeKind, ChangeSet};
 pub use overlay::{Deny, Found};
-pub use path::{Kind, WsPath, join, rel};
+pub use path::{Fingerprint, Kind, WsPath, join, parent, rel};
 pub use transaction::{CommitError, Recovered, Stage, pause_point, recover};

@@ -159,6 +159,9 @@ impl Overlay {
                 Some(Entry::Gone { .. } | Entry::File { .. } | Entry::Link { .. }) => {
                     return Found::Missing;
                 }
+                // A folder the call made where there was none (or a file,
+                // or a link) has nothing of the workspace under it.
+                Some(Entry::Dir { base }) if !was_dir(*base) => return Found::Missing,
                 Some(Entry::Dir { .. }) | None => {}
             }
         }
@@ -259,14 +262,13 @@ impl Overlay {
         Ok(copied)
     }
 
-    /// Remembers how a workspace file looked when the call read it.
-    pub fn note_read(&mut self, path: &str) {
+    /// Remembers how a workspace file looked (`meta`) when the call read
+    /// it.
+    pub fn note_read_of(&mut self, path: &str, meta: &Metadata) {
         if self.reads.contains_key(path) || self.entries.contains_key(path) {
             return;
         }
-        if let Some(meta) = self.lower_meta(path) {
-            self.reads.insert(path.into(), Fingerprint::of(&meta));
-        }
+        self.reads.insert(path.into(), Fingerprint::of(meta));
     }
 
     /// What is left after `path` is deleted: nothing if it was new.
@@ -423,6 +425,10 @@ impl Overlay {
         for (path, entry) in moved {
             self.entries.remove(&path);
             let new = format!("{to}{}", &path[from.len()..]);
+            let entry = match self.entries.get(&new).map(Entry::base) {
+                Some(base @ Base::Was(_)) => rebased(entry, base),
+                _ => entry,
+            };
             self.entries.insert(new, entry);
         }
         self.entries.remove(from);
@@ -446,7 +452,12 @@ impl Overlay {
     /// The folder `dir` as the call sees it: names and kinds, sorted.
     pub fn listing(&self, dir: &str) -> Result<Vec<(String, Kind)>, Deny> {
         let mut names = BTreeMap::new();
-        if self.found(dir) != Found::Missing
+        let shadows_lower = match self.entries.get(dir) {
+            Some(Entry::Dir { base }) => was_dir(*base),
+            _ => true,
+        };
+        if shadows_lower
+            && self.found(dir) != Found::Missing
             && let Ok(read) = self.lower.read_dir(rel(dir))
         {
             for item in read.flatten() {
@@ -525,9 +536,45 @@ impl Overlay {
         })
     }
 
+    /// The target of the link at `path`, as written.
+    pub fn raw_link(&self, path: &str) -> Option<String> {
+        let target = match self.found(path) {
+            Found::Upper(Kind::Link) => self.up().ok()?.read_link_contents(path).ok()?,
+            Found::Lower => self.lower.read_link_contents(path).ok()?,
+            _ => return None,
+        };
+        target.to_str().map(String::from)
+    }
+
+    /// Where the link at `path` leads, as a workspace path: `None` when it
+    /// leads out of the workspace (or is not a link).
+    pub fn link_target(&self, path: &str) -> Option<WsPath> {
+        let target = match self.found(path) {
+            Found::Upper(Kind::Link) => self.up().ok()?.read_link_contents(path).ok()?,
+            Found::Lower => self.lower.read_link_contents(path).ok()?,
+            _ => return None,
+        };
+        super::path::join(parent(path), target.to_str()?)
+    }
+
     /// Opens a staged file for reading (for the change set and patches).
     pub fn open_upper(&self, path: &str) -> io::Result<cap_std::fs::File> {
         self.up()?.open_with(path, OpenOptions::new().read(true))
+    }
+}
+
+fn was_dir(base: Base) -> bool {
+    matches!(base, Base::Was(b) if b.kind == Kind::Dir)
+}
+
+/// `entry` with its base replaced: a change moved onto a path keeps what
+/// that path was before the call.
+fn rebased(entry: Entry, base: Base) -> Entry {
+    match entry {
+        Entry::File { .. } => Entry::File { base },
+        Entry::Dir { .. } => Entry::Dir { base },
+        Entry::Link { .. } => Entry::Link { base },
+        gone @ Entry::Gone { .. } => gone,
     }
 }
 

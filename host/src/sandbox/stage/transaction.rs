@@ -9,12 +9,12 @@
 //! A commit, under the workspace's lock:
 //! 1. checks that nothing the call read or changed was changed by anyone
 //!    else since (a conflict discards the stage and writes nothing);
-//! 2. syncs the staged files, then writes the journal (`commit.json`, the
+//! 2. syncs the staged files (one `syncfs`), then writes the journal (`commit.json`, the
 //!    list of changes in the order they apply) and syncs it: from here on
 //!    the commit will happen;
 //! 3. applies each change: deletions, folders, then each file copied next
 //!    to its final name and renamed over it;
-//! 4. syncs the folders it changed and deletes the stage.
+//! 4. syncs the workspace's file system and deletes the stage.
 //!
 //! Every step of 3 can be done twice, so recovery finishes a commit that
 //! has a journal by applying it again from the start, and discards a stage
@@ -29,7 +29,7 @@ use cap_std::fs::Dir;
 
 use super::changes::{self, ChangeSet};
 use super::overlay::{Base, Entry, Overlay};
-use super::path::{Fingerprint, Kind, WsPath, parent, rel};
+use super::path::{Fingerprint, Kind, WsPath};
 
 const JOURNAL: &str = "commit.json";
 const JOURNAL_VERSION: u32 = 1;
@@ -65,6 +65,11 @@ pub enum CommitError {
     Conflict { paths: Vec<WsPath> },
     #[error("the workspace changes could not be written ({0}); nothing was written")]
     Io(String),
+    #[error(
+        "the workspace commit stopped part-way ({0}); the next start on this workspace \
+         finishes it"
+    )]
+    Interrupted(String),
 }
 
 fn list(paths: &[WsPath]) -> String {
@@ -107,7 +112,9 @@ impl Op {
     }
 }
 
-/// The transaction folder of the workspace at `workspace`.
+/// The transaction folder of the workspace at `workspace`: in the host's
+/// state folder, which must lie outside the workspace. A folder a tool can
+/// write to could hold a forged journal, which the next start would apply.
 pub fn txn_folder(workspace: &Path) -> io::Result<PathBuf> {
     let real = std::fs::canonicalize(workspace)?;
     let key = {
@@ -118,9 +125,20 @@ pub fn txn_folder(workspace: &Path) -> io::Result<PathBuf> {
             .map(|b| format!("{b:02x}"))
             .collect::<String>()
     };
-    let base = crate::dirs::state_dir().unwrap_or_else(|| {
-        std::env::temp_dir().join(format!("skillbox-{}", rustix::process::getuid().as_raw()))
-    });
+    let base = crate::dirs::state_dir().ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            "there is no state folder (set HOME, XDG_STATE_HOME or SKILLBOX_STATE_DIR)",
+        )
+    })?;
+    create_private(&base)?;
+    if std::fs::canonicalize(&base)?.starts_with(&real) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "the state folder lies inside the workspace, where a tool could write to it; set \
+             SKILLBOX_STATE_DIR to a folder outside the workspace",
+        ));
+    }
     Ok(base.join("transactions").join(&key[..16]))
 }
 
@@ -252,6 +270,11 @@ impl Stage {
         Ok(())
     }
 
+    /// Whether the call changed nothing.
+    pub fn is_empty(&self) -> bool {
+        self.overlay.is_empty()
+    }
+
     /// What the call changed so far.
     pub fn changes(&self) -> ChangeSet {
         changes::of(&self.overlay)
@@ -309,14 +332,9 @@ impl Stage {
             return Err(CommitError::Conflict { paths: conflicts });
         }
         let ops = ops_of(&self.overlay);
-        for op in &ops {
-            if let Op::Write { path } = op {
-                self.overlay
-                    .open_upper(path)
-                    .and_then(|f| f.sync_all())
-                    .map_err(io_error)?;
-            }
-        }
+        // What the journal will point at is on disk before the journal.
+        let upper = self.overlay.up().map_err(io_error)?;
+        sync_file_system(upper).map_err(io_error)?;
         let folder = self
             .folder
             .as_ref()
@@ -330,8 +348,8 @@ impl Stage {
         pause_point("commit-after-journal");
         // From here the commit happens: now, or at the next recovery.
         self.finished = true;
-        let upper = self.overlay.up().map_err(io_error)?;
-        apply(&self.overlay.lower, upper, &journal).map_err(io_error)?;
+        apply(&self.overlay.lower, upper, &journal)
+            .map_err(|e| CommitError::Interrupted(e.kind().to_string()))?;
         let _ = std::fs::remove_dir_all(&folder.path);
         Ok(set)
     }
@@ -396,10 +414,7 @@ fn write_journal(folder: &Path, journal: &Journal) -> io::Result<()> {
 /// Applies a journal to the workspace. Safe to run again after a crash
 /// part-way: every step leaves the same result when done twice.
 fn apply(lower: &Dir, upper: &Dir, journal: &Journal) -> io::Result<()> {
-    let mut touched = BTreeSet::new();
     for (n, op) in journal.ops.iter().enumerate() {
-        let path = op.path();
-        touched.insert(parent(path).to_string());
         let done = match op {
             Op::Remove { path } => lower.remove_file(path),
             Op::RemoveDir { path } => lower.remove_dir(path),
@@ -414,7 +429,6 @@ fn apply(lower: &Dir, upper: &Dir, journal: &Journal) -> io::Result<()> {
                 let _ = lower.remove_file(&tmp);
                 if matches!(op, Op::Write { .. }) {
                     upper.copy(path, lower, &tmp)?;
-                    lower.open(&tmp)?.sync_all()?;
                 } else {
                     lower.symlink(upper.read_link_contents(path)?, &tmp)?;
                 }
@@ -423,22 +437,43 @@ fn apply(lower: &Dir, upper: &Dir, journal: &Journal) -> io::Result<()> {
         };
         match done {
             Ok(()) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::NotFound | io::ErrorKind::AlreadyExists
-                ) => {}
+            Err(e) if already_done(lower, op, &e) => {}
             Err(e) => return Err(e),
         }
         if n == 0 {
             pause_point("commit-mid");
         }
     }
-    for dir in touched {
-        if let Ok(d) = lower.open_dir(rel(&dir)) {
-            let _ = d.into_std_file().sync_all();
+    // Once, for every file and folder changed: the journal is deleted only
+    // after this, so a power loss before it is finished by recovery.
+    sync_file_system(lower)
+}
+
+/// Whether `op` failed because it was applied before (a journal applied
+/// again after a crash part-way), or because the workspace moved on in a
+/// way that leaves nothing for it to do.
+fn already_done(lower: &Dir, op: &Op, e: &io::Error) -> bool {
+    let now = lower.symlink_metadata(op.path()).ok();
+    match op {
+        Op::Remove { .. } => e.kind() == io::ErrorKind::NotFound || now.is_some_and(|m| m.is_dir()),
+        // A folder someone else filled since is left with their files.
+        Op::RemoveDir { .. } => {
+            matches!(
+                e.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::DirectoryNotEmpty
+            ) || now.is_some_and(|m| !m.is_dir())
         }
+        Op::MakeDir { .. } => e.kind() == io::ErrorKind::AlreadyExists,
+        Op::Write { .. } | Op::Link { .. } => false,
     }
+}
+
+/// Flushes the file system that holds `dir` (one call for every file a
+/// commit wrote, instead of one per file). The handle cap-std keeps may
+/// not be open for reading, so the folder is opened again.
+fn sync_file_system(dir: &Dir) -> io::Result<()> {
+    let handle = dir.open(".")?;
+    rustix::fs::syncfs(&handle)?;
     Ok(())
 }
 
@@ -449,6 +484,9 @@ pub enum Recovered {
     Finished { changes: usize },
     /// A call had not finished: its staged changes were dropped.
     Discarded,
+    /// A commit had begun and could not be finished: its stage is kept
+    /// aside in the state folder.
+    Failed { why: String },
 }
 
 impl Recovered {
@@ -462,6 +500,11 @@ impl Recovered {
             Recovered::Discarded => "discarded the staged changes of a call that did not \
                                      finish: the workspace is as it was before that call"
                 .into(),
+            Recovered::Failed { why } => format!(
+                "could not finish a workspace commit that was interrupted ({why}); the \
+                 workspace may hold part of that call's changes, and its staged files are \
+                 kept in the state folder (transactions/*/failed)"
+            ),
         }
     }
 }
@@ -470,7 +513,21 @@ impl Recovered {
 /// `workspace`: a commit with a journal is finished, a stage without one
 /// is dropped. Stages of calls still running (in any process) are left.
 pub fn recover(workspace: &Path) -> io::Result<Vec<Recovered>> {
-    let txn = txn_folder(workspace)?;
+    let txn = match txn_folder(workspace) {
+        Ok(txn) => txn,
+        // No state folder, or one inside the workspace: no call could have
+        // staged anything for it.
+        Err(e)
+            if e.get_ref().is_some()
+                && matches!(
+                    e.kind(),
+                    io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied
+                ) =>
+        {
+            return Ok(Vec::new());
+        }
+        Err(e) => return Err(e),
+    };
     if !txn.join("stages").is_dir() {
         return Ok(Vec::new());
     }
@@ -494,18 +551,68 @@ fn recover_locked(txn: &Path, lower: &Dir) -> io::Result<Vec<Recovered>> {
         let journal = std::fs::read(folder.join(JOURNAL)).ok();
         match journal.and_then(|j| serde_json::from_slice::<Journal>(&j).ok()) {
             Some(journal) if journal.version == JOURNAL_VERSION => {
-                let upper =
-                    Dir::open_ambient_dir(folder.join(UPPER), cap_std::ambient_authority())?;
-                apply(lower, &upper, &journal)?;
-                done.push(Recovered::Finished {
-                    changes: journal.ops.len(),
-                });
+                match finish(lower, &folder, &journal) {
+                    Ok(()) => {
+                        done.push(Recovered::Finished {
+                            changes: journal.ops.len(),
+                        });
+                        std::fs::remove_dir_all(&folder)?;
+                    }
+                    Err(why) => {
+                        // Kept aside, so the workspace is not refused for
+                        // ever, and the staged files are not lost.
+                        let failed = txn.join("failed");
+                        create_private(&failed)?;
+                        std::fs::rename(&folder, failed.join(item.file_name()))?;
+                        done.push(Recovered::Failed { why });
+                    }
+                }
             }
-            _ => done.push(Recovered::Discarded),
+            _ => {
+                done.push(Recovered::Discarded);
+                std::fs::remove_dir_all(&folder)?;
+            }
         }
-        std::fs::remove_dir_all(&folder)?;
     }
     Ok(done)
+}
+
+/// Applies an abandoned stage's journal, after checking that it is one
+/// this host wrote: a folder of this user, not a link, and only paths
+/// inside the workspace that no tool may change.
+fn finish(lower: &Dir, folder: &Path, journal: &Journal) -> Result<(), String> {
+    use std::os::unix::fs::MetadataExt;
+    let upper_path = folder.join(UPPER);
+    let mine = [folder, upper_path.as_path()].iter().all(|p| {
+        std::fs::symlink_metadata(p)
+            .is_ok_and(|m| m.is_dir() && m.uid() == rustix::process::getuid().as_raw())
+    });
+    if !mine {
+        return Err("its staging folder is not one this host made".into());
+    }
+    if let Some(bad) = journal
+        .ops
+        .iter()
+        .map(Op::path)
+        .find(|p| !journal_path_ok(p))
+    {
+        return Err(format!("its journal names `{bad}`, which no commit writes"));
+    }
+    let upper = Dir::open_ambient_dir(&upper_path, cap_std::ambient_authority())
+        .map_err(|e| e.kind().to_string())?;
+    apply(lower, &upper, journal).map_err(|e| e.kind().to_string())
+}
+
+/// A path a journal may name: inside the workspace, as written, and not
+/// in a project skill folder.
+fn journal_path_ok(path: &str) -> bool {
+    let normal = super::path::join("", path).is_some_and(|p| p == path && !p.is_empty());
+    let parts: Vec<&str> = path.split('/').collect();
+    let protected = parts.windows(2).any(|w| {
+        (w[0].eq_ignore_ascii_case(".agents") || w[0].eq_ignore_ascii_case(".claude"))
+            && w[1].eq_ignore_ascii_case("skills")
+    });
+    normal && !protected
 }
 
 /// A test build's pause point: with `SKILLBOX_TEST_PAUSE_AT=NAME`, the
