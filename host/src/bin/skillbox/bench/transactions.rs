@@ -1,7 +1,9 @@
 //! Workspace transaction figures, over a 10,000-file workspace: what
 //! staging adds to a call that only reads, what it adds to a call that
 //! writes one small file (against the same write to `/tmp`, which is not
-//! staged), and a commit of 100 files.
+//! staged), what of that is the syncs to disk alone, and a commit of 100
+//! files. Each pair is measured in turn, call by call, so both halves see
+//! the same machine.
 
 use std::path::Path;
 use std::time::Instant;
@@ -22,6 +24,8 @@ pub struct TransactionFigures {
     pub write_direct: Stats,
     /// Writing one small file to the workspace, staged and committed.
     pub write_staged: Stats,
+    /// The syncs a commit of one file makes, alone.
+    pub syncs: Stats,
     /// Committing a call that wrote 100 files.
     pub commit_100: Stats,
 }
@@ -36,23 +40,44 @@ fn grants(ws: &Path, writable: bool) -> Grants {
     }
 }
 
-async fn timed_calls(
+/// Calls `a` and `b` in turn, `iterations` times each (after one warm-up
+/// round that is not counted).
+async fn timed_pair(
     sandbox: &Sandbox,
     testbed: &LoadedComponent,
-    args: &Value,
-    grants: &Grants,
+    a: (&Value, &Grants),
+    b: (&Value, &Grants),
     iterations: usize,
-) -> anyhow::Result<Stats> {
+) -> anyhow::Result<(Stats, Stats)> {
     let limits = Limits::for_class(SideEffect::Write);
-    sandbox
-        .call(testbed, "stage-steps", args, grants, &limits)
-        .await?;
+    let (mut first, mut second) = (Vec::new(), Vec::new());
+    for round in 0..=iterations {
+        for (samples, (args, grants)) in [(&mut first, a), (&mut second, b)] {
+            let start = Instant::now();
+            sandbox
+                .call(testbed, "stage-steps", args, grants, &limits)
+                .await?;
+            if round > 0 {
+                samples.push(start.elapsed());
+            }
+        }
+    }
+    Ok((Stats::of(first), Stats::of(second)))
+}
+
+/// The syncs a commit of one file makes (the state folder's file system,
+/// the journal and its folder, the workspace's file system), around a
+/// one-byte journal.
+fn sync_cost(state: &Path, ws: &Path, iterations: usize) -> anyhow::Result<Stats> {
     let mut samples = Vec::with_capacity(iterations);
     for _ in 0..iterations {
         let start = Instant::now();
-        sandbox
-            .call(testbed, "stage-steps", args, grants, &limits)
-            .await?;
+        std::fs::write(state.join("journal"), b"x")?;
+        let folder = std::fs::File::open(state)?;
+        rustix::fs::syncfs(&folder)?;
+        std::fs::File::open(state.join("journal"))?.sync_all()?;
+        folder.sync_all()?;
+        rustix::fs::syncfs(std::fs::File::open(ws)?)?;
         samples.push(start.elapsed());
     }
     Ok(Stats::of(samples))
@@ -66,35 +91,36 @@ pub async fn run(testbed: &Path, iterations: usize) -> anyhow::Result<Transactio
         std::fs::create_dir_all(&dir)?;
         std::fs::write(dir.join(format!("f{n:05}.txt")), "some text\n")?;
     }
+    // Flushed first, so their write-back does not land in the figures.
+    rustix::fs::syncfs(std::fs::File::open(ws.path())?)?;
     let sandbox = Sandbox::with_options(&Default::default(), None)?;
     let testbed = sandbox.load_file(testbed)?;
-    let read = json!({"steps": ["read /workspace/d07/f00007.txt"]});
-    let read_unstaged = timed_calls(
-        &sandbox,
-        &testbed,
-        &read,
-        &grants(ws.path(), false),
-        iterations,
-    )
-    .await?;
-    let read_staged = timed_calls(
-        &sandbox,
-        &testbed,
-        &read,
-        &grants(ws.path(), true),
-        iterations,
-    )
-    .await?;
-    let writable = grants(ws.path(), true);
-    let to_tmp = json!({"steps": ["write /tmp/note.txt a small file"]});
-    let write_direct = timed_calls(&sandbox, &testbed, &to_tmp, &writable, iterations).await?;
-    let to_ws = json!({"steps": ["write /workspace/note.txt a small file"]});
-    let write_staged = timed_calls(&sandbox, &testbed, &to_ws, &writable, iterations).await?;
+    let (read_only, writable) = (grants(ws.path(), false), grants(ws.path(), true));
 
-    let hundred: Vec<String> = (0..100)
-        .map(|n| format!("write /workspace/batch/f{n:03}.txt file {n}"))
-        .chain(std::iter::once("mkdir /workspace/batch".to_string()))
-        .rev()
+    let read = json!({"steps": ["read /workspace/d07/f00007.txt"]});
+    let (read_unstaged, read_staged) = timed_pair(
+        &sandbox,
+        &testbed,
+        (&read, &read_only),
+        (&read, &writable),
+        iterations,
+    )
+    .await?;
+    let to_tmp = json!({"steps": ["write /tmp/note.txt a small file"]});
+    let to_ws = json!({"steps": ["write /workspace/note.txt a small file"]});
+    let (write_direct, write_staged) = timed_pair(
+        &sandbox,
+        &testbed,
+        (&to_tmp, &writable),
+        (&to_ws, &writable),
+        iterations,
+    )
+    .await?;
+    let state = tempfile::tempdir()?;
+    let syncs = sync_cost(state.path(), ws.path(), iterations.min(100))?;
+
+    let hundred: Vec<String> = std::iter::once("mkdir /workspace/batch".to_string())
+        .chain((0..100).map(|n| format!("write /workspace/batch/f{n:03}.txt file {n}")))
         .collect();
     let args = json!({ "steps": hundred });
     let limits = Limits::for_class(SideEffect::Write);
@@ -126,6 +152,7 @@ pub async fn run(testbed: &Path, iterations: usize) -> anyhow::Result<Transactio
         read_staged,
         write_direct,
         write_staged,
+        syncs,
         commit_100: Stats::of(samples),
     })
 }
