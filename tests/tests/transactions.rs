@@ -80,6 +80,17 @@ fn seeded() -> tempfile::TempDir {
 /// `skillbox call stager__stage-steps` with `steps` on `ws`, and `extra`
 /// flags.
 fn call_steps(kit: &Path, ws: &Path, steps: &[&str], extra: &[&str]) -> Run {
+    call_steps_in(kit, ws, steps, extra, &[])
+}
+
+/// [`call_steps`] with more environment.
+fn call_steps_in(
+    kit: &Path,
+    ws: &Path,
+    steps: &[&str],
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Run {
     skillbox()
         .args(["call", TOOL, "--skills"])
         .arg(kit)
@@ -88,6 +99,7 @@ fn call_steps(kit: &Path, ws: &Path, steps: &[&str], extra: &[&str]) -> Run {
         .args(["--allow-write", "--args"])
         .arg(json!({ "steps": steps }).to_string())
         .args(extra)
+        .envs(env.iter().copied())
         .output()
         .unwrap()
         .into()
@@ -355,10 +367,11 @@ fn kill_9_mid_call_leaves_the_workspace_byte_for_byte_as_it_was() {
         "the dead call's stage is left"
     );
 
-    let restart = call_steps_with_env(
+    let restart = call_steps_in(
         kit.path(),
         ws.path(),
         &["read /workspace/1.txt"],
+        &[],
         &state_env,
     );
     assert_eq!(restart.code, 0, "{restart:?}");
@@ -366,20 +379,6 @@ fn kill_9_mid_call_leaves_the_workspace_byte_for_byte_as_it_was() {
     assert_eq!(restart.json()[0], "one\n");
     assert_eq!(tree(ws.path()), before);
     assert_eq!(stages_left(state.path()), 0);
-}
-
-fn call_steps_with_env(kit: &Path, ws: &Path, steps: &[&str], env: &[(&str, &str)]) -> Run {
-    skillbox()
-        .args(["call", TOOL, "--skills"])
-        .arg(kit)
-        .arg("--workspace")
-        .arg(ws)
-        .args(["--allow-write", "--args"])
-        .arg(json!({ "steps": steps }).to_string())
-        .envs(env.iter().copied())
-        .output()
-        .unwrap()
-        .into()
 }
 
 #[test]
@@ -416,7 +415,7 @@ fn kill_9_mid_commit_is_finished_by_the_next_start() {
         }
 
         let state_env = [("SKILLBOX_STATE_DIR", state.path().to_str().unwrap())];
-        let restart = call_steps_with_env(kit.path(), ws.path(), &["list /workspace"], &state_env);
+        let restart = call_steps_in(kit.path(), ws.path(), &["list /workspace"], &[], &state_env);
         assert_eq!(restart.code, 0, "{restart:?}");
         restart.stderr_says(&["finished a workspace commit that was interrupted (4 changes)"]);
         let after = tree(ws.path());
@@ -944,7 +943,13 @@ fn a_commit_finished_after_a_crash_keeps_what_the_user_added_meanwhile() {
     std::fs::write(ws.path().join("d/mine"), "the user's\n").unwrap();
 
     let state_env = [("SKILLBOX_STATE_DIR", state.path().to_str().unwrap())];
-    let restart = call_steps_with_env(kit.path(), ws.path(), &["list /workspace/d"], &state_env);
+    let restart = call_steps_in(
+        kit.path(),
+        ws.path(),
+        &["list /workspace/d"],
+        &[],
+        &state_env,
+    );
     assert_eq!(restart.code, 0, "{restart:?}");
     restart.stderr_says(&["finished a workspace commit that was interrupted"]);
     assert_eq!(restart.json()[0], "mine");

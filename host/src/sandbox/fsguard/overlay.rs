@@ -338,6 +338,19 @@ fn place_existing(
     }
 }
 
+/// The root to read `rel_path` (from the folder `base`) under, and its
+/// workspace path; `Err` is the answer when there is nothing to read.
+#[allow(clippy::type_complexity)]
+fn read_place<T: GuardedFs, V>(
+    state: &mut T,
+    base: &str,
+    rel_path: &str,
+) -> Result<(Resource<super::Descriptor>, WsPath), Wire<V>> {
+    let path = resolve(base, rel_path).map_err(|d| deny(state, d))?;
+    let side = side_for_read(state, &path).ok_or_else(|| refused(ErrorCode::NoEntry))?;
+    Ok((root(state, side), path))
+}
+
 /// Which folder holds `path` for a read of its metadata; `None` when the
 /// call deleted it.
 fn side_for_read<T: GuardedFs>(state: &mut T, path: &str) -> Option<Side> {
@@ -354,14 +367,10 @@ pub(super) async fn stat_at<T: GuardedFs>(
     path_flags: PathFlags,
     rel_path: String,
 ) -> Wire<wasmtime_wasi::p2::bindings::filesystem::types::DescriptorStat> {
-    let path = match resolve(&base, &rel_path) {
-        Ok(p) => p,
-        Err(d) => return deny(state, d),
+    let (fd, path) = match read_place(state, &base, &rel_path) {
+        Ok(place) => place,
+        Err(answer) => return answer,
     };
-    let Some(side) = side_for_read(state, &path) else {
-        return refused(ErrorCode::NoEntry);
-    };
-    let fd = root(state, side);
     to_wire(
         HostDescriptor::stat_at(
             &mut state.filesystem(),
@@ -379,14 +388,10 @@ pub(super) async fn metadata_hash_at<T: GuardedFs>(
     path_flags: PathFlags,
     rel_path: String,
 ) -> Wire<MetadataHashValue> {
-    let path = match resolve(&base, &rel_path) {
-        Ok(p) => p,
-        Err(d) => return deny(state, d),
+    let (fd, path) = match read_place(state, &base, &rel_path) {
+        Ok(place) => place,
+        Err(answer) => return answer,
     };
-    let Some(side) = side_for_read(state, &path) else {
-        return refused(ErrorCode::NoEntry);
-    };
-    let fd = root(state, side);
     to_wire(
         HostDescriptor::metadata_hash_at(
             &mut state.filesystem(),
@@ -403,14 +408,10 @@ pub(super) async fn readlink_at<T: GuardedFs>(
     base: WsPath,
     rel_path: String,
 ) -> Wire<String> {
-    let path = match resolve(&base, &rel_path) {
-        Ok(p) => p,
-        Err(d) => return deny(state, d),
+    let (fd, path) = match read_place(state, &base, &rel_path) {
+        Ok(place) => place,
+        Err(answer) => return answer,
     };
-    let Some(side) = side_for_read(state, &path) else {
-        return refused(ErrorCode::NoEntry);
-    };
-    let fd = root(state, side);
     to_wire(HostDescriptor::readlink_at(&mut state.filesystem(), fd, rel(&path).to_string()).await)
 }
 
