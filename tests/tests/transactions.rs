@@ -955,3 +955,35 @@ fn a_commit_finished_after_a_crash_keeps_what_the_user_added_meanwhile() {
     assert_eq!(restart.json()[0], "mine");
     assert_eq!(stages_left(state.path()), 0);
 }
+
+#[tokio::test]
+async fn the_embedding_api_and_the_metrics_report_what_a_call_changed() {
+    let kit = stager();
+    let ws = seeded();
+    let skillbox = skillbox::Skillbox::builder()
+        .skills_dir(kit.path())
+        .writable_workspace(ws.path())
+        .build()
+        .unwrap();
+    let steps = json!({"steps": ["write /workspace/new.txt hello", "remove /workspace/b.txt"]});
+    let out = skillbox.call_tool(TOOL, steps).await.unwrap();
+    let workspace = out
+        .workspace
+        .expect("a write-granted call reports its changes");
+    assert_eq!(workspace.status, skillbox::WorkspaceStatus::Committed);
+    assert_eq!(
+        workspace.changes.lines(),
+        ["- deleted b.txt (6 B)", "+ added new.txt (5 B)"]
+    );
+    let failed = skillbox
+        .call_tool(TOOL, json!({"steps": ["write /workspace/x y", "fail now"]}))
+        .await;
+    assert!(failed.is_err());
+    let metrics = skillbox.metrics();
+    for line in [
+        r#"skillbox_workspace_transactions_total{outcome="committed"} 1"#,
+        r#"skillbox_workspace_transactions_total{outcome="discarded"} 1"#,
+    ] {
+        assert!(metrics.contains(line), "{line} is not in:\n{metrics}");
+    }
+}

@@ -71,6 +71,7 @@ fn insert(set: &Mutex<BTreeSet<String>>, name: &str) -> bool {
 impl Session {
     /// A session whose dry-run changes go to `dry_run`, which the caller
     /// keeps (the agent writes them as a patch).
+    #[cfg(feature = "agent")]
     pub fn with_dry_run(server: Arc<Shared>, dry_run: crate::call::DryRun) -> Self {
         Session {
             dry_run,

@@ -20,4 +20,7 @@ mod transaction;
 pub use changes::{Change, ChangeKind, ChangeSet};
 pub use overlay::{Deny, Found};
 pub use path::{Fingerprint, Kind, WsPath, join, parent, rel};
-pub use transaction::{CommitError, Recovered, Stage, pause_point, recover};
+pub use transaction::{CommitError, Recovered, Stage, recover};
+// The installer's test-only pause points are this module's.
+#[cfg(feature = "distribute")]
+pub use transaction::pause_point;
