@@ -37,6 +37,13 @@ pub struct FakeModel {
 impl FakeModel {
     /// Starts the server on a free loopback port; replies are used in order.
     pub fn start(replies: Vec<Reply>) -> FakeModel {
+        Self::start_with_summaries(replies, Vec::new())
+    }
+
+    /// The same, with the agent's session-summary requests (those whose
+    /// system prompt is the host's summary instruction) answered from
+    /// `summaries` in order, apart from the steps' replies.
+    pub fn start_with_summaries(replies: Vec<Reply>, summaries: Vec<Reply>) -> FakeModel {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()
@@ -44,6 +51,7 @@ impl FakeModel {
             .unwrap();
         let requests: Arc<Mutex<Vec<Recorded>>> = Arc::default();
         let script = Arc::new(Mutex::new(std::collections::VecDeque::from(replies)));
+        let summaries = Arc::new(Mutex::new(std::collections::VecDeque::from(summaries)));
         let listener = runtime
             .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
             .unwrap();
@@ -52,16 +60,23 @@ impl FakeModel {
         let handler = move |uri: Uri, headers: HeaderMap, body: Bytes| {
             let recorded = recorded.clone();
             let script = script.clone();
+            let summaries = summaries.clone();
             async move {
+                let body: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let queue = if is_summary_request(&body) {
+                    summaries
+                } else {
+                    script
+                };
                 recorded.lock().unwrap().push(Recorded {
                     path: uri.path().to_string(),
                     headers: headers
                         .iter()
                         .map(|(k, v)| (k.to_string(), v.to_str().unwrap_or("").to_string()))
                         .collect(),
-                    body: serde_json::from_slice(&body).unwrap_or(Value::Null),
+                    body,
                 });
-                let next = script.lock().unwrap().pop_front();
+                let next = queue.lock().unwrap().pop_front();
                 let response: Response = match next {
                     Some(Reply::Json(v)) => (
                         [(axum::http::header::CONTENT_TYPE, "application/json")],
@@ -105,6 +120,18 @@ impl FakeModel {
     pub fn requests(&self) -> Vec<Recorded> {
         self.requests.lock().unwrap().clone()
     }
+}
+
+/// The start of the host's instruction for a session summary.
+pub const SUMMARY_INSTRUCTION_START: &str = "You compress the earlier part of an agent's run";
+
+/// Whether a request (OpenAI or Anthropic) asks for a session summary.
+pub fn is_summary_request(body: &Value) -> bool {
+    let system = body["system"][0]["text"]
+        .as_str()
+        .or(body["messages"][0]["content"].as_str())
+        .unwrap_or_default();
+    system.starts_with(SUMMARY_INSTRUCTION_START)
 }
 
 /// An OpenAI Chat Completions reply that calls tools.

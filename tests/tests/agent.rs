@@ -9,13 +9,13 @@ use skillbox_e2e::fake_model::{
 };
 use skillbox_e2e::{Run, examples, repo, skillbox_bin, testkit_skills, workspace};
 
-struct AgentRun {
-    run: Run,
-    state: tempfile::TempDir,
+pub(crate) struct AgentRun {
+    pub(crate) run: Run,
+    pub(crate) state: tempfile::TempDir,
 }
 
 impl AgentRun {
-    fn trace(&self) -> Vec<Value> {
+    pub(crate) fn trace(&self) -> Vec<Value> {
         std::fs::read_to_string(self.state.path().join("trace.jsonl"))
             .unwrap()
             .lines()
@@ -32,7 +32,7 @@ impl AgentRun {
     }
 }
 
-fn command(model: Option<&FakeModel>, args: &[&str]) -> (Command, tempfile::TempDir) {
+pub(crate) fn command(model: Option<&FakeModel>, args: &[&str]) -> (Command, tempfile::TempDir) {
     let state = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(skillbox_bin());
     cmd.arg("agent")
@@ -56,7 +56,7 @@ fn command(model: Option<&FakeModel>, args: &[&str]) -> (Command, tempfile::Temp
     (cmd, state)
 }
 
-fn agent(model: &FakeModel, args: &[&str]) -> AgentRun {
+pub(crate) fn agent(model: &FakeModel, args: &[&str]) -> AgentRun {
     let (mut cmd, state) = command(Some(model), args);
     let run = cmd.output().unwrap().into();
     AgentRun { run, state }
@@ -64,12 +64,12 @@ fn agent(model: &FakeModel, args: &[&str]) -> AgentRun {
 
 /// Runs the agent with testkit and a writable workspace, the model
 /// answering with `replies`; returns the run and the workspace.
-fn agent_writing(model: &FakeModel, task: &str) -> (AgentRun, tempfile::TempDir) {
+pub(crate) fn agent_writing(model: &FakeModel, task: &str) -> (AgentRun, tempfile::TempDir) {
     agent_writing_with(model, task, &[])
 }
 
 /// [`agent_writing`] with more flags.
-fn agent_writing_with(
+pub(crate) fn agent_writing_with(
     model: &FakeModel,
     task: &str,
     extra: &[&str],
@@ -89,7 +89,7 @@ fn agent_writing_with(
     (out, ws)
 }
 
-fn tool_names(request: &Recorded) -> Vec<String> {
+pub(crate) fn tool_names(request: &Recorded) -> Vec<String> {
     request.body["tools"]
         .as_array()
         .map(|tools| {
@@ -108,7 +108,7 @@ fn tool_names(request: &Recorded) -> Vec<String> {
 }
 
 /// Every `role: tool` message content in an OpenAI request.
-fn tool_messages(request: &Recorded) -> Vec<String> {
+pub(crate) fn tool_messages(request: &Recorded) -> Vec<String> {
     request.body["messages"]
         .as_array()
         .unwrap()
@@ -522,7 +522,15 @@ fn trimming_keeps_the_task_constraint() {
     let model = FakeModel::start(replies);
     let out = agent(
         &model,
-        &[task, "--workspace", &examples(), "--context-tokens", "9000"],
+        &[
+            task,
+            "--workspace",
+            &examples(),
+            "--context-tokens",
+            "9000",
+            "--summary-tokens",
+            "0",
+        ],
     );
     assert_eq!(out.run.code, 0, "{}", out.run.stderr);
     let last = model.requests().last().unwrap().clone();

@@ -8,6 +8,7 @@
 //! test invokes cargo.
 
 mod agent;
+mod agent_memory;
 mod authoring;
 mod cli;
 mod distribution;

@@ -162,7 +162,7 @@ impl Gate {
 }
 
 /// Reads `child`'s stderr until a line contains `what`.
-fn wait_for_line(child: &mut Child, what: &str) {
+pub(crate) fn wait_for_line(child: &mut Child, what: &str) {
     let stderr = child.stderr.take().unwrap();
     let mut lines = BufReader::new(stderr).lines();
     for line in lines.by_ref() {

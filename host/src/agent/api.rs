@@ -2,6 +2,7 @@
 //! [`Skillbox`] and a [`Model`], then [`Agent::run`] a task.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Map, Value};
@@ -9,6 +10,7 @@ use serde_json::{Map, Value};
 use super::approve::{AgentClient, Approver};
 use super::control::{AgentLoop, LoopOptions, Timeouts};
 use super::mcp_config::McpConfig;
+use super::memory::{MemoryStore, MemoryTools, Scope};
 use super::provider::Model;
 use super::stop::Outcome;
 use super::tools::{HubError, ToolHub};
@@ -58,6 +60,8 @@ pub struct Run {
     /// What the run's calls changed, when the host runs dry
     /// ([`crate::Builder::dry_run`]): nothing of it reached the workspace.
     pub dry_run: crate::call::DryRun,
+    /// The run's id, as its trace and the memory entries it saved record it.
+    pub run_id: String,
 }
 
 /// The agent loop over a [`Skillbox`]'s skills, external MCP servers and a
@@ -96,6 +100,8 @@ pub struct Agent<M: Model> {
     max_steps: usize,
     budget_tokens: Option<u64>,
     context_tokens: usize,
+    summary_tokens: u32,
+    memory: Option<(Arc<MemoryStore>, Scope)>,
     timeouts: Timeouts,
     catalog_budget: usize,
     servers: Option<McpConfig>,
@@ -121,6 +127,8 @@ impl<M: Model> Agent<M> {
                 max_steps: 20,
                 budget_tokens: None,
                 context_tokens: 32_000,
+                summary_tokens: super::summary::DEFAULT_SUMMARY_TOKENS,
+                memory: None,
                 timeouts: Timeouts::around_sandbox_defaults(),
                 catalog_budget: crate::skill::resident::DEFAULT_BUDGET_TOKENS,
                 servers: None,
@@ -140,11 +148,24 @@ impl<M: Model> Agent<M> {
     /// (or `/NAME args` naming a skill) invokes that skill explicitly: its
     /// prompt becomes the first message and it is loaded up front.
     pub async fn run(&self, task: &str) -> Result<Run, AgentError> {
-        let trace = Trace::open(self.trace_file.as_deref(), self.progress).map_err(|e| {
+        let mut trace = Trace::open(self.trace_file.as_deref(), self.progress).map_err(|e| {
             AgentError::Trace {
                 reason: crate::sandbox::io_reason(&e),
             }
         })?;
+        let run_id = new_run_id();
+        trace.event(
+            "run",
+            serde_json::json!({
+                "run_id": run_id,
+                "task": task,
+                "model": self.model.describe(),
+                "max_steps": self.max_steps,
+                "context_tokens": self.context_tokens,
+                "summary_tokens": self.summary_tokens,
+                "memory_scope": self.memory.as_ref().map(|(_, scope)| scope.to_string()),
+            }),
+        );
         let catalog = self.skillbox.host.catalog();
         let (task, invoked) = explicit_invocation(&catalog, task)?;
         let server = Server::builder(&self.skillbox)
@@ -177,16 +198,22 @@ impl<M: Model> Agent<M> {
             max_steps: self.max_steps,
             budget_tokens: self.budget_tokens,
             context_tokens: self.context_tokens,
+            summary_tokens: self.summary_tokens,
             timeouts: self.timeouts,
         };
+        let memory = self
+            .memory
+            .as_ref()
+            .map(|(store, scope)| MemoryTools::new(store.clone(), scope.clone(), run_id.clone()));
         let resident = catalog.resident(self.catalog_budget).text();
-        let agent = AgentLoop::new(&self.model, &hub, options, trace, &resident, task);
+        let agent = AgentLoop::new(&self.model, &hub, options, trace, &resident, task, memory);
         let (outcome, trace) = agent.run().await;
         hub.close().await;
         Ok(Run {
             outcome,
             trace,
             dry_run,
+            run_id,
         })
     }
 }
@@ -205,9 +232,26 @@ impl<M: Model> AgentBuilder<M> {
         self
     }
 
-    /// Context size in tokens above which old tool results are trimmed.
+    /// Context size in tokens. Past it, the turns before the recent ones
+    /// are replaced by a summary, and old tool results are trimmed if that
+    /// is not enough.
     pub fn context_tokens(mut self, tokens: usize) -> Self {
         self.agent.context_tokens = tokens;
+        self
+    }
+
+    /// Tokens the summary of older turns may take (default
+    /// [`super::DEFAULT_SUMMARY_TOKENS`]); 0 trims old tool results
+    /// instead of summarizing.
+    pub fn summary_tokens(mut self, tokens: u32) -> Self {
+        self.agent.summary_tokens = tokens;
+        self
+    }
+
+    /// Long-term memory: the model gets `memory_save`, `memory_search` and
+    /// `memory_forget` on this store's `scope`. Off unless set.
+    pub fn memory(mut self, store: Arc<MemoryStore>, scope: Scope) -> Self {
+        self.agent.memory = Some((store, scope));
         self
     }
 
@@ -263,6 +307,16 @@ impl<M: Model> AgentBuilder<M> {
     pub fn build(self) -> Agent<M> {
         self.agent
     }
+}
+
+/// A run id: unique enough to tell runs apart in traces and memory.
+fn new_run_id() -> String {
+    use sha2::Digest;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let digest = sha2::Sha256::digest(format!("{nanos}-{}", std::process::id()));
+    format!("run-{}", &format!("{digest:x}")[..12])
 }
 
 /// `/skill:NAME args` (or `/NAME args` naming a skill) at the start of the

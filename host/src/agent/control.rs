@@ -8,11 +8,13 @@ use serde_json::{Map, Value, json};
 
 use super::conversation::{Message, ToolCall, ToolDef, trim};
 use super::idempotency::idempotency_key;
+use super::memory::MemoryTools;
 use super::prompt::system_prompt;
-use super::provider::{Model, ModelRequest, TokenUsage};
+use super::provider::{Model, ModelRequest, ModelResponse, ProviderError, Purpose, TokenUsage};
 use super::stop::{Outcome, Stop, StuckDetector, intermediate_conclusion};
+use super::summary::{self, CarriedSkill};
 use super::tools::{CallResult, HubTool, ToolHub, check_arguments};
-use super::trace::{StepRow, Trace, clip};
+use super::trace::{StepRow, ToolRecord, Trace, clip, reply_record};
 use crate::mcp::results::cut_head_tail;
 use crate::sandbox::SideEffect;
 use crate::skill::tokens;
@@ -54,6 +56,8 @@ pub struct LoopOptions {
     pub max_steps: usize,
     pub budget_tokens: Option<u64>,
     pub context_tokens: usize,
+    /// The session summary's size in tokens; 0 trims instead.
+    pub summary_tokens: u32,
     pub timeouts: Timeouts,
 }
 
@@ -78,6 +82,10 @@ pub struct AgentLoop<'a, M: Model> {
     /// go at the end, so the definitions sent before stay a byte-identical
     /// prefix the provider's prompt cache can reuse.
     tool_order: Vec<String>,
+    /// Skill instructions whose turns a summary replaced, kept verbatim.
+    carried: Vec<CarriedSkill>,
+    /// The host's long-term memory tools, when a scope is named.
+    memory: Option<MemoryTools>,
 }
 
 impl<'a, M: Model> AgentLoop<'a, M> {
@@ -88,6 +96,7 @@ impl<'a, M: Model> AgentLoop<'a, M> {
         trace: Trace,
         catalog: &str,
         task: String,
+        memory: Option<MemoryTools>,
     ) -> Self {
         AgentLoop {
             provider,
@@ -103,6 +112,8 @@ impl<'a, M: Model> AgentLoop<'a, M> {
             done: Vec::new(),
             tool_calls: 0,
             tool_order: Vec::new(),
+            carried: Vec::new(),
+            memory,
         }
     }
 
@@ -124,7 +135,7 @@ impl<'a, M: Model> AgentLoop<'a, M> {
                 Err(e) => break Stop::Stuck(e.to_string()),
             };
             let defs = self.in_stable_order(&tools);
-            self.trim_context(&defs);
+            self.fit_context(step, &defs).await;
 
             let started = Instant::now();
             self.trace.event(
@@ -135,13 +146,18 @@ impl<'a, M: Model> AgentLoop<'a, M> {
                 system: &self.system,
                 messages: &self.messages,
                 tools: &defs,
+                purpose: Purpose::Step,
+                max_output_tokens: None,
             };
             let response = match self.provider.complete(&request).await {
                 Ok(r) => r,
                 Err(e) => {
                     self.trace
                         .event("model_error", json!({"step": step, "error": e.to_string()}));
-                    break Stop::Provider(e.to_string());
+                    break match e {
+                        ProviderError::Replay(why) => Stop::Replay(why),
+                        other => Stop::Provider(other.to_string()),
+                    };
                 }
             };
             self.usage.add(&response.usage);
@@ -151,8 +167,7 @@ impl<'a, M: Model> AgentLoop<'a, M> {
                     "step": step,
                     "usage": response.usage,
                     "stop_reason": response.stop_reason,
-                    "text": response.text.as_deref().map(|t| clip(t, 200)),
-                    "tool_calls": response.tool_calls.iter().map(|c| json!({"name": c.name, "arguments": c.arguments})).collect::<Vec<_>>(),
+                    "reply": reply_record(&response),
                 }),
             );
             self.trace.row(StepRow {
@@ -205,17 +220,26 @@ impl<'a, M: Model> AgentLoop<'a, M> {
     }
 
     /// The tools' definitions: those offered before in the same order,
-    /// then new ones by name.
+    /// then new ones by name. The host's memory tools come with the rest
+    /// and take precedence over a served tool of the same name.
     fn in_stable_order(&mut self, tools: &BTreeMap<String, HubTool>) -> Vec<ToolDef> {
-        self.tool_order.retain(|name| tools.contains_key(name));
-        for name in tools.keys() {
-            if !self.tool_order.contains(name) {
-                self.tool_order.push(name.clone());
+        let mut all: BTreeMap<&str, &ToolDef> = tools
+            .iter()
+            .map(|(name, t)| (name.as_str(), &t.def))
+            .collect();
+        for def in self.memory.iter().flat_map(MemoryTools::defs) {
+            all.insert(&def.name, def);
+        }
+        self.tool_order
+            .retain(|name| all.contains_key(name.as_str()));
+        for name in all.keys() {
+            if !self.tool_order.iter().any(|n| n == name) {
+                self.tool_order.push(name.to_string());
             }
         }
         self.tool_order
             .iter()
-            .map(|name| tools[name].def.clone())
+            .map(|name| all[name.as_str()].clone())
             .collect()
     }
 
@@ -232,8 +256,10 @@ impl<'a, M: Model> AgentLoop<'a, M> {
         }
     }
 
-    /// Trims old tool results when the context would exceed its budget.
-    fn trim_context(&mut self, tools: &[ToolDef]) {
+    /// Keeps the context within its budget: older turns are replaced by
+    /// a summary when one is configured, and old tool results are trimmed
+    /// when that is not enough or the summary call fails.
+    async fn fit_context(&mut self, step: usize, tools: &[ToolDef]) {
         let fixed = tokens::count(&self.system)
             + tools
                 .iter()
@@ -243,6 +269,16 @@ impl<'a, M: Model> AgentLoop<'a, M> {
         let fits = |messages: &[Message]| fixed + estimate(messages) <= budget;
         if fits(&self.messages) {
             return;
+        }
+        if self.options.summary_tokens > 0 {
+            if let Err(why) = self.summarize(step).await {
+                self.trace.warn(&format!(
+                    "context over {budget} tokens and the summary failed ({why}): trimming old tool results instead"
+                ));
+            }
+            if fits(&self.messages) {
+                return;
+            }
         }
         let before = estimate(&self.messages);
         let trimmed = trim(&mut self.messages, fits);
@@ -258,6 +294,83 @@ impl<'a, M: Model> AgentLoop<'a, M> {
         }
     }
 
+    /// Replaces the turns between the task and the recent ones with a
+    /// summary the model writes in a separate call with the host's own
+    /// instruction and no tools.
+    async fn summarize(&mut self, step: usize) -> Result<(), String> {
+        let cut =
+            summary::cut_point(&self.messages).ok_or("no turns are old enough to summarize")?;
+        let replaced = &self.messages[1..cut];
+        let skills = summary::skills_in(replaced);
+        let limit = self.options.summary_tokens;
+        let instruction = summary::instruction(limit);
+        let request_messages = [Message::User(summary::transcript(replaced))];
+        let request = ModelRequest {
+            system: &instruction,
+            messages: &request_messages,
+            tools: &[],
+            purpose: Purpose::Summary,
+            max_output_tokens: Some(limit),
+        };
+        let started = Instant::now();
+        let response = self.provider.complete(&request).await;
+        let response: ModelResponse = match response {
+            Ok(r) => r,
+            Err(e) => {
+                self.trace.event(
+                    "summary_error",
+                    json!({"step": step, "error": e.to_string()}),
+                );
+                return Err(e.to_string());
+            }
+        };
+        self.usage.add(&response.usage);
+        let text = response
+            .text
+            .as_deref()
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .map(|t| summary::bounded(t, limit))
+            .ok_or("the model wrote no summary")?;
+        self.carried.extend(skills);
+        let replacement = Message::User(summary::message(&text, &self.carried));
+        let before = estimate(&self.messages);
+        let removed: Vec<Message> = self
+            .messages
+            .splice(1..cut, std::iter::once(replacement))
+            .collect();
+        let tool_results = removed
+            .iter()
+            .filter(|m| matches!(m, Message::Tool { .. }))
+            .count();
+        let after = estimate(&self.messages);
+        self.trace.event(
+            "summary",
+            json!({
+                "step": step,
+                "replaced": {"first": 1, "last": cut - 1, "messages": removed.len(), "tool_results": tool_results},
+                "summary": text,
+                "summary_tokens": tokens::count(&text),
+                "skills_carried": self.carried.len(),
+                "tokens_before": before,
+                "tokens_after": after,
+                "usage": response.usage,
+                "reply": reply_record(&response),
+            }),
+        );
+        self.trace.row(StepRow {
+            step,
+            action: "summary".into(),
+            input: format!("{} messages ({} tool results)", removed.len(), tool_results),
+            result: format!("{} → {} context tokens: {text}", before, after),
+            ms: started.elapsed().as_secs_f64() * 1000.0,
+            tokens_in: response.usage.input,
+            tokens_out: response.usage.output,
+            tokens_cached: response.usage.cache_read,
+        });
+        Ok(())
+    }
+
     async fn run_tool_calls(
         &mut self,
         step: usize,
@@ -270,19 +383,28 @@ impl<'a, M: Model> AgentLoop<'a, M> {
                 return Some(stop);
             }
             let started = Instant::now();
-            let (result, outcome) = self.execute(call, tools).await;
+            let (result, outcome) = self.execute(step, call, tools).await;
             let ms = started.elapsed().as_secs_f64() * 1000.0;
             if !result.is_error {
                 self.done
                     .push(format!("{} {}", call.name, clip(&call.arguments, 80)));
             }
+            let (content, _) = cut_head_tail(&result.text, MAX_TOOL_RESULT, None);
             self.trace.event(
                 "tool_call",
                 json!({
-                    "step": step, "name": call.name, "arguments": call.arguments,
+                    "step": step, "id": call.id, "name": call.name, "arguments": call.arguments,
                     "result_bytes": result.text.len(), "outcome": outcome, "duration_ms": ms,
+                    "result": content, "is_error": result.is_error,
                 }),
             );
+            self.trace.tool_results.push(ToolRecord {
+                step,
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                result: content.clone(),
+                is_error: result.is_error,
+            });
             self.trace.row(StepRow {
                 step,
                 action: call.name.clone(),
@@ -293,7 +415,6 @@ impl<'a, M: Model> AgentLoop<'a, M> {
                 tokens_out: 0,
                 tokens_cached: 0,
             });
-            let (content, _) = cut_head_tail(&result.text, MAX_TOOL_RESULT, None);
             self.messages.push(Message::Tool {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
@@ -313,6 +434,7 @@ impl<'a, M: Model> AgentLoop<'a, M> {
     /// Runs one call, or explains to the model what was wrong with it.
     async fn execute(
         &mut self,
+        step: usize,
         call: &ToolCall,
         tools: &BTreeMap<String, HubTool>,
     ) -> (CallResult, &'static str) {
@@ -325,7 +447,12 @@ impl<'a, M: Model> AgentLoop<'a, M> {
                 "corrected",
             )
         };
-        let Some(tool) = tools.get(&call.name) else {
+        let memory_def = self.memory.as_ref().and_then(|m| m.def(&call.name));
+        let hub_tool = tools.get(&call.name);
+        let Some(schema) = memory_def
+            .map(|d| &d.input_schema)
+            .or(hub_tool.map(|t| &t.def.input_schema))
+        else {
             let names: Vec<&str> = tools.keys().map(String::as_str).collect();
             return correct(format!(
                 "unknown tool `{}`. Tools available now: {}. Skill tools appear after load_skill.",
@@ -354,12 +481,18 @@ impl<'a, M: Model> AgentLoop<'a, M> {
                 ));
             }
         };
-        if let Err(problem) = check_arguments(&tool.def.input_schema, &arguments) {
+        if let Err(problem) = check_arguments(schema, &arguments) {
             return correct(format!(
                 "invalid arguments for `{}`: {problem}. Nothing was run; fix it and call again.",
                 call.name
             ));
         }
+        let (Some(tool), None) = (hub_tool, memory_def) else {
+            let memory = self.memory.as_ref().expect("a memory tool has its store");
+            let result = memory.call(&call.name, &arguments, step).await;
+            let outcome = if result.is_error { "error" } else { "ok" };
+            return (result, outcome);
+        };
         let key = tool
             .has_side_effects()
             .then(|| idempotency_key(&call.name, &arguments));

@@ -58,7 +58,8 @@ const TRIM_MIN_CHARS: usize = 400;
 /// Replaces large tool results older than the last [`KEEP_RECENT`]
 /// messages with a short reference the model can re-query, oldest first,
 /// until `fits` says the conversation fits. The first user message (the
-/// task and its constraints) is never touched. Returns how many results
+/// task and its constraints) and loaded skills' instructions are never
+/// touched. Returns how many results
 /// were trimmed.
 pub fn trim(messages: &mut [Message], mut fits: impl FnMut(&[Message]) -> bool) -> usize {
     let mut trimmed = 0;
@@ -68,6 +69,7 @@ pub fn trim(messages: &mut [Message], mut fits: impl FnMut(&[Message]) -> bool) 
             break;
         }
         if let Message::Tool { name, content, .. } = &mut messages[i]
+            && name != crate::mcp::host_tools::LOAD_SKILL
             && content.chars().count() > TRIM_MIN_CHARS
             && !content.starts_with("[trimmed")
         {

@@ -9,7 +9,14 @@
 //!
 //! Exit codes: 0 done, 2 usage, 3 step limit, 4 token budget, 5 model or
 //! provider error, 6 tool failures left it stuck, 7 a call needed the
-//! user's confirmation and no one could give it.
+//! user's confirmation and no one could give it; with `--replay`, 8 a
+//! tool's result differs from the recording, 9 the recording cannot be
+//! followed (a tool it calls is gone, or it ran out of replies).
+//!
+//! Memory comes in three layers (docs/agent.md): the conversation
+//! (working memory), the summary that replaces older turns when the
+//! context is full (`summary`), and the long-term store a named scope
+//! opens (`memory`).
 
 mod api;
 pub(crate) mod approve;
@@ -17,9 +24,12 @@ pub(crate) mod control;
 pub(crate) mod conversation;
 mod idempotency;
 pub(crate) mod mcp_config;
+pub mod memory;
 mod prompt;
 pub(crate) mod provider;
+pub mod replay;
 mod stop;
+mod summary;
 pub(crate) mod tools;
 pub(crate) mod trace;
 
@@ -28,7 +38,8 @@ pub use approve::Approver;
 pub use conversation::{Message, ToolCall, ToolDef};
 pub use mcp_config::{McpConfig, McpConfigError};
 pub use provider::{
-    Model, ModelRequest, ModelResponse, Provider, ProviderError, RetryPolicy, TokenUsage,
+    Model, ModelRequest, ModelResponse, Provider, ProviderError, Purpose, RetryPolicy, TokenUsage,
 };
 pub use stop::{Outcome, Stop};
+pub use summary::DEFAULT_SUMMARY_TOKENS;
 pub use trace::Trace;

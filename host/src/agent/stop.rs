@@ -27,11 +27,17 @@ pub enum Stop {
     Stuck(String),
     /// A call needed the user's confirmation and no one could give it.
     Unconfirmed(String),
+    /// A replay could not follow its recording.
+    Replay(String),
 }
 
 impl Stop {
     /// Also used when the provider cannot even be configured.
     pub const PROVIDER_EXIT_CODE: u8 = 5;
+    /// A replay whose tool results differ from the recording's.
+    pub const REPLAY_DIVERGED_EXIT_CODE: u8 = 8;
+    /// A replay that could not follow its recording.
+    pub const REPLAY_STOPPED_EXIT_CODE: u8 = 9;
 
     /// The `skillbox agent` exit code for this stop.
     pub fn exit_code(&self) -> u8 {
@@ -42,6 +48,7 @@ impl Stop {
             Stop::Provider(_) => Self::PROVIDER_EXIT_CODE,
             Stop::Stuck(_) => 6,
             Stop::Unconfirmed(_) => 7,
+            Stop::Replay(_) => Self::REPLAY_STOPPED_EXIT_CODE,
         }
     }
 
@@ -60,6 +67,7 @@ impl Stop {
                 "a call needed the user's confirmation and there was no one to ask ({question}); \
                  run on a terminal to be asked, or pass --yes to approve such calls"
             ),
+            Stop::Replay(why) => format!("the replay stopped: {why}"),
         }
     }
 }

@@ -1,5 +1,10 @@
 //! The trace: one JSON line per event with `--trace`, live progress on
 //! stderr, and the human table at the end.
+//!
+//! The file's first line names its format and version (docs/agent.md
+//! documents both). Each model reply is recorded whole, and each tool
+//! result as the model read it, so `skillbox agent --replay` can feed the
+//! replies back and compare the results.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -7,6 +12,31 @@ use std::path::Path;
 use std::time::Instant;
 
 use serde_json::{Value, json};
+
+use super::conversation::ToolCall;
+use super::provider::{ModelResponse, TokenUsage};
+
+/// The name in every trace's first line.
+pub const FORMAT: &str = "skillbox-agent-trace";
+/// The version of the events' fields. A change that a reader of the old
+/// fields would misread raises it.
+pub const FORMAT_VERSION: u64 = 1;
+
+/// One tool call as the model read its result.
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct ToolRecord {
+    /// The step of the run.
+    pub step: usize,
+    /// The tool.
+    pub name: String,
+    /// Its arguments, as the model wrote them.
+    pub arguments: String,
+    /// Its result, as the model read it.
+    pub result: String,
+    /// Whether the call failed.
+    pub is_error: bool,
+}
 
 /// One row of the summary table.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -28,6 +58,8 @@ pub struct Trace {
     file: Option<BufWriter<File>>,
     started: Instant,
     pub(crate) rows: Vec<StepRow>,
+    /// Every tool call's result, in order, for a replay to compare.
+    pub(crate) tool_results: Vec<ToolRecord>,
     /// Live progress on stderr.
     progress: bool,
 }
@@ -47,12 +79,18 @@ impl Trace {
             })
             .transpose()?
             .map(BufWriter::new);
-        Ok(Trace {
+        let mut trace = Trace {
             file,
             started: Instant::now(),
             rows: Vec::new(),
+            tool_results: Vec::new(),
             progress,
-        })
+        };
+        trace.event(
+            "trace",
+            json!({"format": FORMAT, "version": FORMAT_VERSION, "skillbox": env!("CARGO_PKG_VERSION")}),
+        );
+        Ok(trace)
     }
 
     /// Appends `{"t": seconds, "event": kind, …fields}`.
@@ -85,6 +123,11 @@ impl Trace {
             eprintln!("warning: {message}");
         }
         self.event("warning", json!({"message": message}));
+    }
+
+    /// Every tool call of the run with its result, in order.
+    pub fn tool_results(&self) -> &[ToolRecord] {
+        &self.tool_results
     }
 
     /// The table a person reads at the end, with totals.
@@ -144,6 +187,39 @@ impl Trace {
         }
         out
     }
+}
+
+/// A model reply as the trace records it, whole.
+pub fn reply_record(response: &ModelResponse) -> Value {
+    json!({
+        "text": response.text,
+        "tool_calls": response.tool_calls.iter()
+            .map(|c| json!({"id": c.id, "name": c.name, "arguments": c.arguments}))
+            .collect::<Vec<_>>(),
+        "usage": response.usage,
+        "stop_reason": response.stop_reason,
+    })
+}
+
+/// A recorded reply read back; `None` when the record is not one.
+pub fn reply_from_record(record: &Value) -> Option<ModelResponse> {
+    let calls = record["tool_calls"].as_array()?;
+    let mut tool_calls = Vec::with_capacity(calls.len());
+    for call in calls {
+        tool_calls.push(ToolCall {
+            id: call["id"].as_str()?.to_string(),
+            name: call["name"].as_str()?.to_string(),
+            arguments: call["arguments"].as_str()?.to_string(),
+        });
+    }
+    let count = |key: &str| record["usage"][key].as_u64().unwrap_or(0);
+    let mut response = ModelResponse::calling(tool_calls).with_usage(
+        TokenUsage::new(count("input"), count("output"))
+            .with_cache(count("cache_read"), count("cache_write")),
+    );
+    response.text = record["text"].as_str().map(String::from);
+    response.stop_reason = record["stop_reason"].as_str().map(String::from);
+    Some(response)
 }
 
 /// `text` on one line, at most `max` characters.

@@ -137,7 +137,15 @@ pub fn substitute_within(
 }
 
 /// The tags the host frames untrusted text with.
-const FRAMING_TAGS: [&str; 3] = ["skill", "user-request", "skill-catalog"];
+const FRAMING_TAGS: [&str; 7] = [
+    "skill",
+    "user-request",
+    "skill-catalog",
+    "skill-instructions",
+    "session-summary",
+    "transcript",
+    "memory-recall",
+];
 
 /// Escapes any opening or closing framing tag in untrusted text, so a skill
 /// body or argument cannot close its block or forge another one.

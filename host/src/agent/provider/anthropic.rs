@@ -97,7 +97,7 @@ impl Anthropic {
         // is read from the cache at the next step too.
         let mut body = json!({
             "model": self.endpoint.model,
-            "max_tokens": MAX_TOKENS,
+            "max_tokens": request.max_output_tokens.map_or(MAX_TOKENS, |n| n.min(MAX_TOKENS)),
             "system": [{"type": "text", "text": request.system, "cache_control": cache_point()}],
             "messages": messages,
         });

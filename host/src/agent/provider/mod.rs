@@ -20,6 +20,21 @@ pub struct ModelRequest<'a> {
     pub messages: &'a [Message],
     /// The tools the model may call.
     pub tools: &'a [ToolDef],
+    /// What the call is for.
+    pub purpose: Purpose,
+    /// The most tokens the reply may take, when the caller bounds it.
+    pub max_output_tokens: Option<u32>,
+}
+
+/// What a model call is for: a step of the loop, or writing the session
+/// summary that replaces older turns (a separate, bounded call).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Purpose {
+    /// One step: the model answers or asks for tools.
+    Step,
+    /// The summary of older turns, with no tools offered.
+    Summary,
 }
 
 /// Tokens a provider reports for one call.
@@ -152,6 +167,10 @@ pub enum ProviderError {
     #[error("the model's reply could not be read: {0}")]
     /// The reply could not be read.
     BadReply(String),
+    #[error("replay: {0}")]
+    /// A replay cannot go on: the recording has no reply for this call, or
+    /// its reply calls a tool that is gone.
+    Replay(String),
     #[error("unknown provider `{0}`; use openai:MODEL or anthropic:MODEL")]
     /// `PROVIDER:MODEL` names no provider this build knows.
     UnknownProvider(String),

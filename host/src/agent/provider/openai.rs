@@ -53,6 +53,9 @@ impl OpenAi {
             });
         }
         let mut body = json!({"model": self.endpoint.model, "messages": messages});
+        if let Some(limit) = request.max_output_tokens {
+            body["max_tokens"] = json!(limit);
+        }
         if !request.tools.is_empty() {
             body["tools"] = request
                 .tools

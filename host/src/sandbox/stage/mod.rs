@@ -21,6 +21,7 @@ pub use changes::{Change, ChangeKind, ChangeSet};
 pub use overlay::{Deny, Found};
 pub use path::{Fingerprint, Kind, WsPath, join, parent, rel};
 pub use transaction::{CommitError, Recovered, Stage, recover};
-// The installer's test-only pause points are this module's.
-#[cfg(feature = "distribute")]
+// The installer's and the memory store's test-only pause points are this
+// module's.
+#[cfg(any(feature = "distribute", feature = "agent"))]
 pub use transaction::pause_point;

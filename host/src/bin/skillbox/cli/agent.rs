@@ -2,6 +2,7 @@
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Args;
@@ -10,15 +11,22 @@ use serde_json::json;
 use super::flags::{AuditFlags, SandboxFlags, SourceFlags, one_of};
 use super::{CliError, print_json, runtime};
 use skillbox::ConfirmPolicy;
-use skillbox::agent::{Agent, AgentError, Approver, McpConfig, Provider, RetryPolicy, Stop};
+use skillbox::agent::memory::{MemoryStore, Scope};
+use skillbox::agent::replay::{Recording, compare};
+use skillbox::agent::{
+    Agent, AgentError, Approver, DEFAULT_SUMMARY_TOKENS, McpConfig, Model, Provider, RetryPolicy,
+    Run, Stop,
+};
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Exit codes: 0 done, 2 usage, 3 step limit, 4 token budget, 5 model or provider error, 6 tool failures left it stuck, 7 a call needed the user's confirmation and no one could give it (no terminal; see --yes)."
+    after_help = "Exit codes: 0 done, 2 usage, 3 step limit, 4 token budget, 5 model or provider error, 6 tool failures left it stuck, 7 a call needed the user's confirmation and no one could give it (no terminal; see --yes); with --replay, 8 a tool's result differs from the recording, 9 the recording cannot be followed."
 )]
 pub struct AgentArgs {
-    /// The task. Start it with `/skill:NAME args` to invoke a skill explicitly.
-    task: String,
+    /// The task. Start it with `/skill:NAME args` to invoke a skill
+    /// explicitly. With --replay, the recorded task is used.
+    #[arg(required_unless_present = "replay")]
+    task: Option<String>,
     /// The model: openai:MODEL (OPENAI_BASE_URL, OPENAI_API_KEY) or anthropic:MODEL (ANTHROPIC_API_KEY).
     #[arg(
         long,
@@ -54,9 +62,25 @@ pub struct AgentArgs {
     /// Provider-reported tokens (in + out) allowed; a warning at 80%, a stop at 100% (exit 4).
     #[arg(long, value_name = "N")]
     budget_tokens: Option<u64>,
-    /// Context size in tokens above which old tool results are trimmed.
+    /// Context size in tokens. Past it, the turns before the recent ones
+    /// are replaced by a summary the model writes (see --summary-tokens),
+    /// and old tool results are trimmed if that is not enough.
     #[arg(long, value_name = "N", default_value_t = 32_000)]
     context_tokens: usize,
+    /// Tokens the summary of older turns may take; 0 trims old tool
+    /// results instead of summarizing.
+    #[arg(long, value_name = "N", default_value_t = DEFAULT_SUMMARY_TOKENS)]
+    summary_tokens: u32,
+    /// Long-term memory: the model may save, search and forget facts in
+    /// this scope (one per project), kept across runs. Off unless named
+    /// here or in SKILLBOX_MEMORY. See `skillbox memory`.
+    #[arg(long, value_name = "SCOPE")]
+    memory: Option<String>,
+    /// Run a recorded trace again with no model: its replies are fed
+    /// back, the tools run for real under the grants given now, and each
+    /// tool result that differs from the recording is reported (exit 8).
+    #[arg(long, value_name = "TRACE.jsonl", conflicts_with_all = ["model", "base_url"])]
+    replay: Option<PathBuf>,
     /// How long a read tool call may take, in ms.
     #[arg(long, value_name = "MS", default_value_t = 10_000)]
     read_timeout_ms: u64,
@@ -86,6 +110,70 @@ pub struct AgentArgs {
 }
 
 pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
+    let recording = args
+        .replay
+        .as_deref()
+        .map(Recording::load)
+        .transpose()
+        .map_err(|e| CliError::Usage(format!("--replay: {e}")))?;
+    if let Some(recording) = recording {
+        return replay(&args, &recording);
+    }
+    let provider = match Provider::from_spec(
+        &args.model,
+        args.base_url.as_deref(),
+        Duration::from_secs(args.request_timeout_secs),
+        RetryPolicy::default(),
+    ) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(ExitCode::from(Stop::PROVIDER_EXIT_CODE));
+        }
+    };
+    let task = args.task.clone().unwrap_or_default();
+    let run = run_agent(&args, provider, &task, Limits::from(&args))?;
+    Ok(report(&args, run))
+}
+
+/// The loop's limits: the flags', or a recording's.
+struct Limits {
+    max_steps: usize,
+    context_tokens: usize,
+    summary_tokens: u32,
+}
+
+impl From<&AgentArgs> for Limits {
+    fn from(args: &AgentArgs) -> Self {
+        Limits {
+            max_steps: args.max_steps,
+            context_tokens: args.context_tokens,
+            summary_tokens: args.summary_tokens,
+        }
+    }
+}
+
+/// The scope --memory or SKILLBOX_MEMORY names, with the user's store.
+fn memory(args: &AgentArgs) -> Result<Option<(Arc<MemoryStore>, Scope)>, CliError> {
+    let Some(name) = args.memory.clone().or_else(|| {
+        std::env::var("SKILLBOX_MEMORY")
+            .ok()
+            .filter(|s| !s.is_empty())
+    }) else {
+        return Ok(None);
+    };
+    let scope = Scope::new(&name).map_err(|e| CliError::Usage(format!("--memory: {e}")))?;
+    let store = MemoryStore::open_default()
+        .map_err(|e| CliError::Other(anyhow::anyhow!("--memory: {e}")))?;
+    Ok(Some((Arc::new(store), scope)))
+}
+
+fn run_agent<M: Model>(
+    args: &AgentArgs,
+    model: M,
+    task: &str,
+    limits: Limits,
+) -> Result<Run, CliError> {
     let mut builder = args.audit.apply(
         args.sandbox
             .builder(&args.sources)?
@@ -101,18 +189,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         .map(McpConfig::load)
         .transpose()
         .map_err(|e| CliError::Usage(e.to_string()))?;
-    let provider = match Provider::from_spec(
-        &args.model,
-        args.base_url.as_deref(),
-        Duration::from_secs(args.request_timeout_secs),
-        RetryPolicy::default(),
-    ) {
-        Ok(p) => p,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(ExitCode::from(Stop::PROVIDER_EXIT_CODE));
-        }
-    };
+    let memory = memory(args)?;
     // The sandbox's own limit answers first, with the clearer message; the
     // client-side deadline is the backstop.
     let grace = Duration::from_secs(2);
@@ -120,13 +197,14 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
     let pick = |default_ms: u64| Duration::from_millis(override_ms.unwrap_or(default_ms)) + grace;
 
     let runtime = runtime()?;
-    let run = runtime.block_on(async {
+    runtime.block_on(async {
         let skillbox = builder.build()?;
         super::flags::announce_recovery(&skillbox);
-        let mut agent = Agent::builder(&skillbox, provider)
-            .max_steps(args.max_steps)
+        let mut agent = Agent::builder(&skillbox, model)
+            .max_steps(limits.max_steps)
             .budget_tokens(args.budget_tokens)
-            .context_tokens(args.context_tokens)
+            .context_tokens(limits.context_tokens)
+            .summary_tokens(limits.summary_tokens)
             .tool_timeouts(
                 pick(args.read_timeout_ms),
                 pick(args.write_timeout_ms),
@@ -145,21 +223,29 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         if let Some(file) = &args.trace {
             agent = agent.trace_file(file);
         }
+        let memory_scope = memory.as_ref().map(|(_, scope)| scope.to_string());
+        if let Some((store, scope)) = memory {
+            agent = agent.memory(store, scope);
+        }
         let agent = agent.build();
         eprintln!(
-            "agent: {} · {} skills · max {} steps",
+            "agent: {} · {} skills · max {} steps{}",
             agent.model().describe(),
             skillbox.skills().len(),
-            args.max_steps.max(1)
+            limits.max_steps.max(1),
+            memory_scope.map_or(String::new(), |s| format!(" · memory scope `{s}`"))
         );
-        let run = agent.run(&args.task).await.map_err(agent_error)?;
+        let run = agent.run(task).await.map_err(agent_error)?;
         if let Some(file) = &args.patch {
             write_patch(&run.dry_run, file, args.sandbox.dry_run).await?;
         }
         Ok::<_, CliError>(run)
-    })?;
-    let (outcome, trace) = (run.outcome, run.trace);
+    })
+}
 
+/// Prints the table, the summary line and the answer; the exit code.
+fn report(args: &AgentArgs, run: Run) -> ExitCode {
+    let (outcome, trace) = (run.outcome, run.trace);
     eprint!("\n{}", trace.table());
     eprintln!(
         "stop: {} · {} steps · {} tool calls · tokens in {} (cached {}) out {}",
@@ -173,7 +259,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         outcome.usage.cache_read,
         outcome.usage.output
     );
-    if let Stop::Provider(error) = &outcome.stop {
+    if let Stop::Provider(error) | Stop::Replay(error) = &outcome.stop {
         eprintln!("error: {error}");
     }
     let code = outcome.stop.exit_code();
@@ -186,9 +272,67 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
             "tool_calls": outcome.tool_calls,
             "usage": outcome.usage,
             "trace": args.trace,
+            "run_id": run.run_id,
         }));
     } else {
         println!("{}", outcome.answer);
+    }
+    ExitCode::from(code)
+}
+
+/// `--replay`: the recording's replies for a model, its task and limits,
+/// the tools for real; then each differing result, with a diff.
+fn replay(args: &AgentArgs, recording: &Recording) -> Result<ExitCode, CliError> {
+    let limits = Limits {
+        max_steps: recording.max_steps.max(1),
+        context_tokens: recording.context_tokens,
+        summary_tokens: recording.summary_tokens,
+    };
+    let run = run_agent(args, recording.model(), &recording.task, limits)?;
+    let divergences = compare(&recording.tool_results, run.trace.tool_results());
+    let replayed = run.trace.tool_results().len();
+    let stop = run.outcome.stop.clone();
+    eprint!("\n{}", run.trace.table());
+    for d in &divergences {
+        eprintln!(
+            "diverged: step {} · {} {}\n{}",
+            d.step,
+            d.tool,
+            d.arguments.chars().take(80).collect::<String>(),
+            d.diff
+        );
+    }
+    let code = if let Stop::Replay(why) = &stop {
+        eprintln!("replay stopped: {why}");
+        Stop::REPLAY_STOPPED_EXIT_CODE
+    } else if !divergences.is_empty() {
+        Stop::REPLAY_DIVERGED_EXIT_CODE
+    } else if replayed != recording.tool_results.len() {
+        eprintln!(
+            "replay: the recording made {} tool calls and the replay {replayed}",
+            recording.tool_results.len()
+        );
+        Stop::REPLAY_DIVERGED_EXIT_CODE
+    } else {
+        stop.exit_code()
+    };
+    let verdict = match code {
+        0 => format!("replay: all {replayed} tool results match the recording"),
+        Stop::REPLAY_DIVERGED_EXIT_CODE => format!(
+            "replay: {} of {replayed} tool results differ from the recording",
+            divergences.len()
+        ),
+        _ => format!("replay: stopped after {replayed} tool calls"),
+    };
+    eprintln!("{verdict}");
+    if args.json {
+        print_json(&json!({
+            "exit_code": code,
+            "stop": stop,
+            "tool_calls": replayed,
+            "recorded_tool_calls": recording.tool_results.len(),
+            "divergences": divergences,
+        }));
     }
     Ok(ExitCode::from(code))
 }

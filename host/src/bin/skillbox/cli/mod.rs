@@ -8,6 +8,7 @@ mod author;
 mod compile;
 mod distribute;
 mod flags;
+mod memory;
 mod prepare;
 mod serve;
 mod skills;
@@ -62,6 +63,9 @@ enum Command {
     /// List, check and measure skills.
     #[command(subcommand)]
     Skills(skills::SkillsCommand),
+    /// See and prune the agent's long-term memory (`agent --memory SCOPE`).
+    #[command(subcommand)]
+    Memory(memory::MemoryCommand),
     /// Start something new: `skillbox new skill NAME --tool rust`.
     #[command(subcommand)]
     New(author::NewCommand),
@@ -198,6 +202,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Serve(args) => serve::serve(*args),
         Command::Agent(args) => agent::agent(*args),
         Command::Skills(command) => skills::run(command),
+        Command::Memory(command) => memory::run(command),
         Command::Compile(args) => compile::run(args),
         Command::New(command) => author::new(command),
         Command::Build(args) => author::build_skill(args),
