@@ -374,19 +374,29 @@ fn recorded_run(skills: &std::path::Path, ws: &std::path::Path) -> (AgentRun, st
 }
 
 fn replay(trace: &std::path::Path, skills: &std::path::Path, ws: &std::path::Path) -> Run {
-    let (mut cmd, _state) = command(
-        None,
-        &[
-            "--replay",
-            trace.to_str().unwrap(),
-            "--skills",
-            skills.to_str().unwrap(),
-            "--workspace",
-            ws.to_str().unwrap(),
-            "--json",
-        ],
-    );
-    cmd.output().unwrap().into()
+    replay_with(trace, skills, ws, &[], &[])
+}
+
+/// A replay with more flags and environment.
+fn replay_with(
+    trace: &std::path::Path,
+    skills: &std::path::Path,
+    ws: &std::path::Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> Run {
+    let mut args = vec![
+        "--replay",
+        trace.to_str().unwrap(),
+        "--skills",
+        skills.to_str().unwrap(),
+        "--workspace",
+        ws.to_str().unwrap(),
+        "--json",
+    ];
+    args.extend_from_slice(extra);
+    let (mut cmd, _state) = command(None, &args);
+    cmd.envs(env.iter().copied()).output().unwrap().into()
 }
 
 /// A copy of the bundled log-inspect skill, to change.
@@ -489,4 +499,72 @@ fn a_trace_of_another_format_version_is_refused() {
     let out = replay(&old, kit.path(), ws.path());
     assert_eq!(out.code, 2);
     out.stderr_says(&["is not a skillbox agent trace"]);
+}
+
+#[test]
+fn a_replay_gets_secrets_from_the_environment_and_the_trace_holds_none() {
+    let skills = tempfile::tempdir().unwrap();
+    let dir = skills.path().join("envkit");
+    std::fs::create_dir_all(dir.join("tools")).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: envkit\ndescription: Lists its environment; a test fixture, never for real work.\n---\nCall envkit__env-vars.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("skillbox.yaml"),
+        "tools:\n  - component: tools/testbed.wasm\n    functions:\n      env-vars:\n        description: Lists the environment. Test fixture only.\ngrants:\n  env: [TOKEN]\n",
+    )
+    .unwrap();
+    std::fs::copy(
+        skillbox_e2e::component("testbed"),
+        dir.join("tools/testbed.wasm"),
+    )
+    .unwrap();
+    let ws = workspace(&[]);
+    let model = FakeModel::start(vec![
+        openai_calls(&[("c1", "load_skill", r#"{"name": "envkit"}"#)], (10, 5)),
+        openai_calls(&[("c2", "envkit__env-vars", "{}")], (10, 5)),
+        openai_answer("TOKEN is set.", (10, 5)),
+    ]);
+    let grant = ["--allow-env", "envkit:TOKEN"];
+    let (mut cmd, state) = command(
+        Some(&model),
+        &[
+            "What is in the environment?",
+            "--skills",
+            skills.path().to_str().unwrap(),
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            grant[0],
+            grant[1],
+        ],
+    );
+    let recorded: Run = cmd.env("TOKEN", "s3cret-value").output().unwrap().into();
+    assert_eq!(recorded.code, 0, "{recorded:?}");
+    let trace = state.path().join("trace.jsonl");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    assert!(!text.contains("s3cret-value"), "the trace holds no secret");
+    assert!(
+        text.contains("[redacted:TOKEN]"),
+        "the secret arrived and was redacted"
+    );
+
+    let again = replay_with(
+        &trace,
+        skills.path(),
+        ws.path(),
+        &grant,
+        &[("TOKEN", "s3cret-value")],
+    );
+    assert_eq!(
+        again.code, 0,
+        "the secret is supplied again from the environment: {again:?}"
+    );
+    let without = replay_with(&trace, skills.path(), ws.path(), &grant, &[]);
+    assert_eq!(
+        without.code, 8,
+        "without it the result differs: {without:?}"
+    );
+    without.stderr_says(&["diverged: step 2 · envkit__env-vars"]);
 }

@@ -271,7 +271,7 @@ impl<'a, M: Model> AgentLoop<'a, M> {
             return;
         }
         if self.options.summary_tokens > 0 {
-            if let Err(why) = self.summarize(step).await {
+            if let Err(SummaryFailed(why)) = self.summarize(step).await {
                 self.trace.warn(&format!(
                     "context over {budget} tokens and the summary failed ({why}): trimming old tool results instead"
                 ));
@@ -296,13 +296,20 @@ impl<'a, M: Model> AgentLoop<'a, M> {
 
     /// Replaces the turns between the task and the recent ones with a
     /// summary the model writes in a separate call with the host's own
-    /// instruction and no tools.
-    async fn summarize(&mut self, step: usize) -> Result<(), String> {
-        let cut =
-            summary::cut_point(&self.messages).ok_or("no turns are old enough to summarize")?;
+    /// instruction and no tools. Makes no call when the turns it would
+    /// replace (skill instructions aside, which stay) are no larger than
+    /// the summary could be.
+    async fn summarize(&mut self, step: usize) -> Result<(), SummaryFailed> {
+        let limit = self.options.summary_tokens;
+        let Some(cut) = summary::cut_point(&self.messages) else {
+            return Ok(());
+        };
         let replaced = &self.messages[1..cut];
         let skills = summary::skills_in(replaced);
-        let limit = self.options.summary_tokens;
+        let carried: usize = skills.iter().map(|s| tokens::count(&s.text)).sum();
+        if estimate(replaced).saturating_sub(carried) <= limit as usize {
+            return Ok(());
+        }
         let instruction = summary::instruction(limit);
         let request_messages = [Message::User(summary::transcript(replaced))];
         let request = ModelRequest {
@@ -321,7 +328,7 @@ impl<'a, M: Model> AgentLoop<'a, M> {
                     "summary_error",
                     json!({"step": step, "error": e.to_string()}),
                 );
-                return Err(e.to_string());
+                return Err(SummaryFailed(e.to_string()));
             }
         };
         self.usage.add(&response.usage);
@@ -331,7 +338,7 @@ impl<'a, M: Model> AgentLoop<'a, M> {
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .map(|t| summary::bounded(t, limit))
-            .ok_or("the model wrote no summary")?;
+            .ok_or_else(|| SummaryFailed("the model wrote no summary".into()))?;
         self.carried.extend(skills);
         let replacement = Message::User(summary::message(&text, &self.carried));
         let before = estimate(&self.messages);
@@ -529,6 +536,9 @@ impl<'a, M: Model> AgentLoop<'a, M> {
         (result, outcome)
     }
 }
+
+/// Why a summary call gave nothing to use; the loop trims instead.
+struct SummaryFailed(String);
 
 /// Tokens of a conversation, as o200k_base counts them.
 fn estimate(messages: &[Message]) -> usize {

@@ -136,9 +136,9 @@ impl std::fmt::Display for Scope {
     }
 }
 
-/// The caps every scope lives within.
+/// The caps every scope lives within. Start from `Limits::default()` and
+/// change what you need.
 #[derive(Debug, Clone, Copy)]
-#[non_exhaustive]
 pub struct Limits {
     /// Bytes of one entry's text.
     pub entry_bytes: usize,
@@ -212,6 +212,13 @@ pub struct ScopeInfo {
     pub entries: u64,
     /// Bytes of their text and tags.
     pub bytes: u64,
+}
+
+/// An entry as it will be stored.
+struct Checked {
+    text: String,
+    tags: String,
+    ttl_days: u64,
 }
 
 /// The long-term memory store. One connection, shared by the run's tools.
@@ -319,6 +326,85 @@ impl MemoryStore {
 
     /// Saves one entry in one transaction, within the scope's caps.
     pub fn save(&self, scope: &Scope, new: NewEntry) -> Result<Entry, MemoryError> {
+        let mut saved = self.import(scope, [new])?;
+        Ok(saved.pop().expect("one entry saved"))
+    }
+
+    /// Saves entries in one transaction, all or none, within the scope's
+    /// caps (an export read back, or a corpus).
+    pub fn import(
+        &self,
+        scope: &Scope,
+        entries: impl IntoIterator<Item = NewEntry>,
+    ) -> Result<Vec<Entry>, MemoryError> {
+        let now = now();
+        let mut connection = self.connection();
+        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.execute(
+            "DELETE FROM entries WHERE scope = ?1 AND expires_at <= ?2",
+            params![scope.as_str(), now],
+        )?;
+        let (mut count, mut bytes): (i64, i64) = tx.query_row(
+            "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(text AS BLOB)) + LENGTH(tags)), 0) \
+             FROM entries WHERE scope = ?1",
+            [scope.as_str()],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )?;
+        let mut saved = Vec::new();
+        {
+            let mut insert = tx.prepare_cached(
+                "INSERT INTO entries (scope, text, tags, run_id, step, created_at, expires_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+            )?;
+            for new in entries {
+                let checked = self.check(&new)?;
+                if count as usize >= self.limits.entries {
+                    return Err(MemoryError::Full {
+                        scope: scope.to_string(),
+                        what: format!("{count} of {} entries", self.limits.entries),
+                    });
+                }
+                let adding = (checked.text.len() + checked.tags.len()) as i64;
+                if (bytes + adding) as usize > self.limits.scope_bytes {
+                    return Err(MemoryError::Full {
+                        scope: scope.to_string(),
+                        what: format!(
+                            "{bytes} of {} bytes; this entry needs {adding}",
+                            self.limits.scope_bytes
+                        ),
+                    });
+                }
+                let expires_at = now + checked.ttl_days as i64 * SECONDS_PER_DAY;
+                insert.execute(params![
+                    scope.as_str(),
+                    checked.text,
+                    checked.tags,
+                    new.run_id,
+                    new.step,
+                    now,
+                    expires_at
+                ])?;
+                count += 1;
+                bytes += adding;
+                saved.push(Entry {
+                    id: tx.last_insert_rowid(),
+                    scope: scope.to_string(),
+                    text: checked.text,
+                    tags: checked.tags.split_whitespace().map(String::from).collect(),
+                    run_id: new.run_id,
+                    step: new.step,
+                    created_at: now,
+                    expires_at: Some(expires_at),
+                });
+            }
+        }
+        crate::sandbox::stage::pause_point("memory-save-mid");
+        tx.commit()?;
+        Ok(saved)
+    }
+
+    /// An entry's text, tags and lifetime, checked against the caps.
+    fn check(&self, new: &NewEntry) -> Result<Checked, MemoryError> {
         let text = new.text.trim();
         if text.is_empty() || text.len() > self.limits.entry_bytes {
             return Err(MemoryError::Size {
@@ -326,69 +412,17 @@ impl MemoryStore {
                 max: self.limits.entry_bytes,
             });
         }
-        let tags = self.check_tags(&new.tags)?;
-        let ttl = new.ttl_days.unwrap_or(self.limits.default_ttl_days);
-        if ttl == 0 || ttl > self.limits.max_ttl_days {
+        let ttl_days = new.ttl_days.unwrap_or(self.limits.default_ttl_days);
+        if ttl_days == 0 || ttl_days > self.limits.max_ttl_days {
             return Err(MemoryError::Ttl {
-                got: ttl,
+                got: ttl_days,
                 max: self.limits.max_ttl_days,
             });
         }
-        let now = now();
-        let expires_at = now + ttl as i64 * SECONDS_PER_DAY;
-        let mut connection = self.connection();
-        let tx = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
-        tx.execute(
-            "DELETE FROM entries WHERE scope = ?1 AND expires_at <= ?2",
-            params![scope.as_str(), now],
-        )?;
-        let (count, bytes): (i64, i64) = tx.query_row(
-            "SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(text AS BLOB)) + LENGTH(tags)), 0) \
-             FROM entries WHERE scope = ?1",
-            [scope.as_str()],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )?;
-        if count as usize >= self.limits.entries {
-            return Err(MemoryError::Full {
-                scope: scope.to_string(),
-                what: format!("{count} of {} entries", self.limits.entries),
-            });
-        }
-        let adding = text.len() + tags.len();
-        if bytes as usize + adding > self.limits.scope_bytes {
-            return Err(MemoryError::Full {
-                scope: scope.to_string(),
-                what: format!(
-                    "{bytes} of {} bytes; this entry needs {adding}",
-                    self.limits.scope_bytes
-                ),
-            });
-        }
-        tx.execute(
-            "INSERT INTO entries (scope, text, tags, run_id, step, created_at, expires_at) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-            params![
-                scope.as_str(),
-                text,
-                tags,
-                new.run_id,
-                new.step,
-                now,
-                expires_at
-            ],
-        )?;
-        let id = tx.last_insert_rowid();
-        crate::sandbox::stage::pause_point("memory-save-mid");
-        tx.commit()?;
-        Ok(Entry {
-            id,
-            scope: scope.to_string(),
+        Ok(Checked {
             text: text.to_string(),
-            tags: tags.split_whitespace().map(String::from).collect(),
-            run_id: new.run_id,
-            step: new.step,
-            created_at: now,
-            expires_at: Some(expires_at),
+            tags: self.check_tags(&new.tags)?,
+            ttl_days,
         })
     }
 
@@ -592,6 +626,22 @@ mod tests {
             store.search(&s, "?!", 5),
             Err(MemoryError::NoWords)
         ));
+    }
+
+    #[test]
+    fn an_import_over_the_caps_saves_nothing() {
+        let limits = Limits {
+            entries: 3,
+            ..Limits::default()
+        };
+        let (store, _dir) = store(limits);
+        let s = Scope::new("s").unwrap();
+        let four = (0..4).map(|i| fact(&format!("fact {i}")));
+        assert!(matches!(
+            store.import(&s, four),
+            Err(MemoryError::Full { .. })
+        ));
+        assert!(store.list(&s).unwrap().is_empty(), "all or none");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 mod distribution;
 mod http_load;
 mod mcp;
+mod memory;
 mod metrics;
 mod python;
 mod scripts;
@@ -236,6 +237,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
 
     let txn = runtime.block_on(transactions::run(&args.trivial, args.iterations))?;
 
+    let memory = memory::run(args.iterations)?;
+
     eprintln!("bench: metrics: counting a call, rendering a scrape…");
     let metrics_cost = metrics::run(args.iterations);
 
@@ -343,6 +346,12 @@ pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             human(write_added.saturating_sub(txn.syncs.median)),
         ),
         Row::timed("commit a call that wrote 100 files", &txn.commit_100),
+        Row::timed("memory_search, 10,000 entries, top 5", &memory.search_10k).target(
+            "≤ 5 ms",
+            memory.search_10k.median <= Duration::from_millis(5),
+        ),
+        Row::timed("  same, a word all 10,000 entries have", &memory.search_all),
+        Row::timed("memory_save, synced to disk", &memory.save),
     ]);
     if let (Some(publish), Some(add)) = (&distribution.publish, &distribution.add) {
         rows.extend([
