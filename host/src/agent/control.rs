@@ -339,7 +339,11 @@ impl<'a, M: Model> AgentLoop<'a, M> {
             .filter(|t| !t.is_empty())
             .map(|t| summary::bounded(t, limit))
             .ok_or_else(|| SummaryFailed("the model wrote no summary".into()))?;
-        self.carried.extend(skills);
+        for skill in skills {
+            if !self.carried.iter().any(|c| c.text == skill.text) {
+                self.carried.push(skill);
+            }
+        }
         let replacement = Message::User(summary::message(&text, &self.carried));
         let before = estimate(&self.messages);
         let removed: Vec<Message> = self
@@ -460,7 +464,15 @@ impl<'a, M: Model> AgentLoop<'a, M> {
             .map(|d| &d.input_schema)
             .or(hub_tool.map(|t| &t.def.input_schema))
         else {
-            let names: Vec<&str> = tools.keys().map(String::as_str).collect();
+            let names: Vec<&str> = tools
+                .keys()
+                .map(String::as_str)
+                .chain(
+                    self.memory
+                        .iter()
+                        .flat_map(|m| m.defs().iter().map(|d| d.name.as_str())),
+                )
+                .collect();
             return correct(format!(
                 "unknown tool `{}`. Tools available now: {}. Skill tools appear after load_skill.",
                 call.name,

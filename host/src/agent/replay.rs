@@ -2,7 +2,8 @@
 //! back in order, the tools run for real under the grants given now, and
 //! every tool result is compared with the one recorded.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
+use std::io::Read;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -19,6 +20,9 @@ pub enum ReplayError {
     /// The file cannot be read.
     #[error("the trace cannot be read ({0}); name the file `agent --trace` wrote")]
     Read(String),
+    /// The trace is larger than a replay reads.
+    #[error("the trace is over {} MiB, more than a replay reads; record a shorter run", MAX_TRACE_BYTES >> 20)]
+    TooLarge,
     /// The file is not an agent trace.
     #[error(
         "this is not a skillbox agent trace (its first line does not name the format \
@@ -64,16 +68,33 @@ pub struct Recording {
     pub context_tokens: usize,
     /// The summary size it ran with.
     pub summary_tokens: u32,
+    /// The long-term memory scope it ran with, if any.
+    pub memory_scope: Option<String>,
     replies: Vec<RecordedReply>,
+    /// Calls the host answered with a correction (an unknown tool, bad
+    /// arguments): a replay lets the loop correct them again.
+    corrected: BTreeSet<String>,
     /// Every tool call and its result, in order.
     pub tool_results: Vec<ToolRecord>,
 }
 
 impl Recording {
-    /// Reads a trace file.
+    /// Reads a trace file, at most [`MAX_TRACE_BYTES`] of it.
     pub fn load(path: &Path) -> Result<Self, ReplayError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| ReplayError::Read(crate::sandbox::io_reason(&e)))?;
+        let reason = |e: std::io::Error| ReplayError::Read(crate::sandbox::io_reason(&e));
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .map_err(reason)?
+            .take(MAX_TRACE_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(reason)?;
+        if bytes.len() as u64 > MAX_TRACE_BYTES {
+            return Err(ReplayError::TooLarge);
+        }
+        let text = String::from_utf8(bytes).map_err(|_| ReplayError::Malformed {
+            line: 0,
+            why: "it is not UTF-8 text".into(),
+        })?;
         Self::parse(&text)
     }
 
@@ -97,8 +118,10 @@ impl Recording {
             max_steps: 0,
             context_tokens: 0,
             summary_tokens: 0,
+            memory_scope: None,
             replies: Vec::new(),
             tool_results: Vec::new(),
+            corrected: BTreeSet::new(),
         };
         let mut has_run = false;
         for (index, line) in lines {
@@ -110,17 +133,27 @@ impl Recording {
                 continue;
             }
             let event: Value = serde_json::from_str(line).map_err(|e| malformed(&e.to_string()))?;
+            let number = |key: &str| {
+                event[key]
+                    .as_u64()
+                    .ok_or_else(|| malformed(&format!("`{key}` is not a whole number")))
+            };
             match event["event"].as_str() {
+                Some("trace") => return Err(malformed("a second trace starts here")),
                 Some("run") => {
+                    if has_run {
+                        return Err(malformed("a second `run` event"));
+                    }
                     has_run = true;
                     recording.task = event["task"]
                         .as_str()
                         .ok_or_else(|| malformed("the run has no task"))?
                         .to_string();
-                    let number = |key: &str| event[key].as_u64().unwrap_or(0);
-                    recording.max_steps = number("max_steps") as usize;
-                    recording.context_tokens = number("context_tokens") as usize;
-                    recording.summary_tokens = number("summary_tokens") as u32;
+                    recording.max_steps = number("max_steps")? as usize;
+                    recording.context_tokens = number("context_tokens")? as usize;
+                    recording.summary_tokens = u32::try_from(number("summary_tokens")?)
+                        .map_err(|_| malformed("`summary_tokens` is out of range"))?;
+                    recording.memory_scope = event["memory_scope"].as_str().map(String::from);
                 }
                 Some(kind @ ("model_response" | "summary")) => {
                     let response = reply_from_record(&event["reply"])
@@ -136,19 +169,26 @@ impl Recording {
                 }
                 Some("tool_call") => {
                     let text = |key: &str| event[key].as_str().map(String::from);
-                    let (Some(name), Some(arguments), Some(result)) =
-                        (text("name"), text("arguments"), text("result"))
-                    else {
+                    let (Some(id), Some(name), Some(arguments), Some(result), Some(is_error)) = (
+                        text("id"),
+                        text("name"),
+                        text("arguments"),
+                        text("result"),
+                        event["is_error"].as_bool(),
+                    ) else {
                         return Err(malformed(
-                            "a tool call without its name, arguments or result",
+                            "a tool call without its id, name, arguments, result or is_error",
                         ));
                     };
+                    if event["outcome"] == "corrected" {
+                        recording.corrected.insert(id);
+                    }
                     recording.tool_results.push(ToolRecord {
-                        step: event["step"].as_u64().unwrap_or(0) as usize,
+                        step: number("step")? as usize,
                         name,
                         arguments,
                         result,
-                        is_error: event["is_error"].as_bool().unwrap_or(false),
+                        is_error,
                     });
                 }
                 _ => {}
@@ -167,6 +207,7 @@ impl Recording {
     pub fn model(&self) -> Replayer {
         Replayer {
             replies: Mutex::new(self.replies.iter().cloned().collect()),
+            corrected: self.corrected.clone(),
         }
     }
 }
@@ -175,6 +216,7 @@ impl Recording {
 /// reports no tokens: nothing is sent anywhere.
 pub struct Replayer {
     replies: Mutex<VecDeque<RecordedReply>>,
+    corrected: BTreeSet<String>,
 }
 
 impl Model for Replayer {
@@ -206,11 +248,12 @@ impl Model for Replayer {
             }));
         };
         let mut response = reply.response;
-        if let Some(gone) = response
-            .tool_calls
-            .iter()
-            .find(|call| !request.tools.iter().any(|t| t.name == call.name))
-        {
+        // A call the recorded run could make but this one cannot offer is
+        // where the replay must stop; one the host corrected then (a tool
+        // that never existed) is corrected again by the loop.
+        if let Some(gone) = response.tool_calls.iter().find(|call| {
+            !self.corrected.contains(&call.id) && !request.tools.iter().any(|t| t.name == call.name)
+        }) {
             return Err(ProviderError::Replay(format!(
                 "the recorded model calls `{}`, which no tool offers now (is its skill, server or \
                  --memory scope missing?)",
@@ -242,19 +285,24 @@ pub struct Divergence {
 /// Lines of a divergence's diff shown at most.
 const DIFF_LINES: usize = 60;
 
+/// The largest trace a replay reads.
+pub const MAX_TRACE_BYTES: u64 = 256 << 20;
+
 /// Each call whose result differs from the recording's, in order.
 pub fn compare(recorded: &[ToolRecord], replayed: &[ToolRecord]) -> Vec<Divergence> {
     recorded
         .iter()
         .zip(replayed)
-        .filter(|(then, now)| then.result != now.result || then.is_error != now.is_error)
+        .filter(|(then, now)| then != now)
         .map(|(then, now)| {
             let mark = |r: &ToolRecord| {
-                if r.is_error {
-                    format!("[error]\n{}", r.result)
-                } else {
-                    r.result.clone()
-                }
+                format!(
+                    "{}({}){}\n{}",
+                    r.name,
+                    r.arguments,
+                    if r.is_error { " [error]" } else { "" },
+                    r.result
+                )
             };
             let (old, new) = (mark(then), mark(now));
             let diff = similar::TextDiff::from_lines(&old, &new)
@@ -293,6 +341,20 @@ mod tests {
         let old = r#"{"t":0.1,"event":"model_request","step":1}"#;
         assert!(matches!(Recording::parse(old), Err(ReplayError::NotATrace)));
         assert!(matches!(Recording::parse(""), Err(ReplayError::NotATrace)));
+        let header = r#"{"event":"trace","format":"skillbox-agent-trace","version":1}"#;
+        let run =
+            r#"{"event":"run","task":"t","max_steps":3,"context_tokens":100,"summary_tokens":10}"#;
+        let twice = format!("{header}\n{run}\n{header}\n{run}\n");
+        assert!(matches!(
+            Recording::parse(&twice),
+            Err(ReplayError::Malformed { line: 3, .. })
+        ));
+        let edited = format!("{header}\n{}\n", r#"{"event":"run","task":"t"}"#);
+        assert!(matches!(
+            Recording::parse(&edited),
+            Err(ReplayError::Malformed { line: 2, .. })
+        ));
+        assert!(Recording::parse(&format!("{header}\n{run}\n")).is_ok());
     }
 
     #[test]

@@ -156,10 +156,15 @@ pub fn escape_framing(text: &str) -> String {
         out.push_str(&rest[..i]);
         let after = &rest[i + 1..];
         let name = after.strip_prefix('/').unwrap_or(after);
+        // Bytes, not `str` slices: the text after `<` may be any UTF-8, and
+        // a tag's length need not fall on one of its character boundaries.
         let is_framing = FRAMING_TAGS.iter().any(|tag| {
-            name.len() >= tag.len()
-                && name[..tag.len()].eq_ignore_ascii_case(tag)
-                && !name[tag.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-')
+            let name = name.as_bytes();
+            name.get(..tag.len())
+                .is_some_and(|head| head.eq_ignore_ascii_case(tag.as_bytes()))
+                && !name
+                    .get(tag.len())
+                    .is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'-')
         });
         out.push_str(if is_framing { "&lt;" } else { "<" });
         rest = after;
@@ -231,6 +236,18 @@ pub fn split_words(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn framing_is_escaped_in_any_text_without_panicking() {
+        for text in ["<中文>", "<——", "</中", "<ス", "<", "a<", "<skill-catalo中"] {
+            assert_eq!(escape_framing(text), text, "{text}");
+        }
+        assert_eq!(
+            escape_framing("</memory-recall>中"),
+            "&lt;/memory-recall>中"
+        );
+        assert_eq!(escape_framing("<SKILL>"), "&lt;SKILL>");
+    }
 
     #[test]
     fn parses_both_forms() {

@@ -9,4 +9,4 @@ mod tools;
 
 pub use store::{Entry, Limits, MemoryError, MemoryStore, NewEntry, Scope, ScopeInfo};
 pub(crate) use tools::MemoryTools;
-pub use tools::{MEMORY_FORGET, MEMORY_SAVE, MEMORY_SEARCH, day};
+pub use tools::{MEMORY_FORGET, MEMORY_SAVE, MEMORY_SEARCH, day, printable};

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, TransactionBehavior, params};
 
 /// The schema this build reads and writes (`PRAGMA user_version`).
 const SCHEMA_VERSION: i64 = 1;
@@ -40,9 +40,22 @@ END;
 pub enum MemoryError {
     /// The scope's name is not usable.
     #[error(
-        "`{0}` is not a memory scope name: use 1 to 64 letters, digits, `.`, `_` or `-`, not starting with `.`"
+        "`{0}` is not a memory scope name: use 1 to 64 letters, digits, `.`, `_` or `-`, starting with a letter or digit"
     )]
     Scope(String),
+    /// The text holds control characters.
+    #[error(
+        "memory text may not hold control characters (other than newlines and tabs); save plain text"
+    )]
+    Control,
+    /// No such entry in the scope.
+    #[error("there is no memory entry {id} in scope `{scope}`; memory_search shows the ids")]
+    NotFound {
+        /// The id asked for.
+        id: i64,
+        /// The scope.
+        scope: String,
+    },
     /// The entry is empty or too large.
     #[error(
         "a memory entry must be 1 to {max} bytes; this one is {bytes}. Save one short fact per entry"
@@ -109,18 +122,24 @@ impl From<std::io::Error> for MemoryError {
 pub struct Scope(String);
 
 impl Scope {
-    /// Checks the name: 1 to 64 of `[A-Za-z0-9._-]`, not starting with `.`.
+    /// Checks the name: 1 to 64 of `[A-Za-z0-9._-]`, starting with a
+    /// letter or digit.
     pub fn new(name: &str) -> Result<Self, MemoryError> {
-        let fine = !name.is_empty()
-            && name.len() <= 64
-            && !name.starts_with('.')
+        let fine = name.len() <= 64
+            && name.starts_with(|c: char| c.is_ascii_alphanumeric())
             && name
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
         if fine {
             Ok(Scope(name.to_string()))
         } else {
-            Err(MemoryError::Scope(name.chars().take(80).collect()))
+            Err(MemoryError::Scope(
+                name.chars()
+                    .take(80)
+                    .collect::<String>()
+                    .escape_debug()
+                    .to_string(),
+            ))
         }
     }
 
@@ -412,6 +431,11 @@ impl MemoryStore {
                 max: self.limits.entry_bytes,
             });
         }
+        // What a person reads back on a terminal must not drive it.
+        let control = |s: &str| s.chars().any(|c| c.is_control() && c != '\n' && c != '\t');
+        if control(text) || control(&new.run_id) {
+            return Err(MemoryError::Control);
+        }
         let ttl_days = new.ttl_days.unwrap_or(self.limits.default_ttl_days);
         if ttl_days == 0 || ttl_days > self.limits.max_ttl_days {
             return Err(MemoryError::Ttl {
@@ -493,18 +517,6 @@ impl MemoryStore {
         Ok(removed > 0)
     }
 
-    /// One entry of `scope`, live or expired.
-    pub fn get(&self, scope: &Scope, id: i64) -> Result<Option<Entry>, MemoryError> {
-        Ok(self
-            .connection()
-            .query_row(
-                &format!("SELECT {COLUMNS} FROM entries WHERE id = ?1 AND scope = ?2"),
-                params![id, scope.as_str()],
-                entry,
-            )
-            .optional()?)
-    }
-
     /// Every live entry of `scope`, oldest first.
     pub fn list(&self, scope: &Scope) -> Result<Vec<Entry>, MemoryError> {
         let connection = self.connection();
@@ -523,13 +535,6 @@ impl MemoryStore {
             .execute("DELETE FROM entries WHERE scope = ?1", [scope.as_str()])?)
     }
 
-    /// Removes expired entries of every scope; how many.
-    pub fn purge_expired(&self) -> Result<usize, MemoryError> {
-        Ok(self
-            .connection()
-            .execute("DELETE FROM entries WHERE expires_at <= ?1", [now()])?)
-    }
-
     /// Every scope with live entries, by name.
     pub fn scopes(&self) -> Result<Vec<ScopeInfo>, MemoryError> {
         let connection = self.connection();
@@ -545,13 +550,6 @@ impl MemoryStore {
             })
         })?;
         Ok(rows.collect::<Result<_, _>>()?)
-    }
-
-    /// SQLite's own check of the file; `ok` when it is sound.
-    pub fn integrity(&self) -> Result<String, MemoryError> {
-        Ok(self
-            .connection()
-            .query_row("PRAGMA integrity_check", [], |r| r.get(0))?)
     }
 }
 
@@ -622,6 +620,11 @@ mod tests {
         tagged.tags = vec!["no spaces".into()];
         assert!(matches!(store.save(&s, tagged), Err(MemoryError::Tags(_))));
         assert!(matches!(Scope::new("../x"), Err(MemoryError::Scope(_))));
+        assert!(matches!(Scope::new("-x"), Err(MemoryError::Scope(_))));
+        assert!(matches!(
+            store.save(&s, fact("\u{1b}]0;title\u{7}")),
+            Err(MemoryError::Control)
+        ));
         assert!(matches!(
             store.search(&s, "?!", 5),
             Err(MemoryError::NoWords)

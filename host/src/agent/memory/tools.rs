@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value, json};
 
-use super::store::{Entry, MemoryStore, NewEntry, Scope};
+use super::store::{Entry, MemoryError, MemoryStore, NewEntry, Scope};
 use crate::agent::conversation::ToolDef;
 use crate::agent::tools::CallResult;
 use crate::skill::invoke::escape_framing;
@@ -139,25 +139,34 @@ fn run(
     name: &str,
     arguments: &Map<String, Value>,
     step: usize,
-) -> Result<String, super::MemoryError> {
+) -> Result<String, MemoryError> {
     match name {
         MEMORY_SAVE => {
-            let tags = arguments
+            let mut tags = Vec::new();
+            for tag in arguments
                 .get("tags")
                 .and_then(Value::as_array)
-                .map(|tags| {
-                    tags.iter()
-                        .filter_map(Value::as_str)
-                        .map(String::from)
-                        .collect()
-                })
-                .unwrap_or_default();
+                .into_iter()
+                .flatten()
+            {
+                let tag = tag.as_str().ok_or_else(|| {
+                    MemoryError::Tags(format!("each tag must be a string; got {tag}"))
+                })?;
+                tags.push(tag.to_string());
+            }
+            let ttl_days = match arguments.get("ttl_days") {
+                None | Some(Value::Null) => None,
+                Some(days) => Some(days.as_u64().ok_or(MemoryError::Ttl {
+                    got: 0,
+                    max: store.limits().max_ttl_days,
+                })?),
+            };
             let entry = store.save(
                 scope,
                 NewEntry {
                     text: arguments["text"].as_str().unwrap_or_default().to_string(),
                     tags,
-                    ttl_days: arguments.get("ttl_days").and_then(Value::as_u64),
+                    ttl_days,
                     run_id: run_id.to_string(),
                     step: step as u64,
                 },
@@ -184,16 +193,19 @@ fn run(
             if store.forget(scope, id)? {
                 Ok(format!("forgot memory entry {id}"))
             } else {
-                Err(super::MemoryError::Database(format!(
-                    "there is no memory entry {id} in scope `{scope}`; memory_search shows the ids"
-                )))
+                Err(MemoryError::NotFound {
+                    id,
+                    scope: scope.to_string(),
+                })
             }
         }
     }
 }
 
 /// Found entries, fenced as untrusted data: an earlier run may have saved
-/// text that reads like instructions, and it stays data here.
+/// text that reads like instructions, and it stays data here. Each line of
+/// an entry's text starts with `| `, so no text can pass for the header of
+/// another entry; every stored field is escaped.
 pub fn recall(scope: &Scope, query: &str, found: &[Entry]) -> String {
     if found.is_empty() {
         return format!(
@@ -208,23 +220,42 @@ pub fn recall(scope: &Scope, query: &str, found: &[Entry]) -> String {
         found.len(),
         if found.len() == 1 { "y" } else { "ies" }
     );
+    let field = |text: &str| escape_framing(&printable(text));
     for entry in found {
+        let text: Vec<String> = field(&entry.text)
+            .lines()
+            .map(|line| format!("| {line}"))
+            .collect();
         out.push_str(&format!(
             "\n[entry {} · saved {} by {} step {}{}]\n{}\n",
             entry.id,
             day(Some(entry.created_at)),
-            entry.run_id,
+            field(&entry.run_id),
             entry.step,
             if entry.tags.is_empty() {
                 String::new()
             } else {
-                format!(" · tags {}", entry.tags.join(", "))
+                format!(" · tags {}", field(&entry.tags.join(", ")))
             },
-            escape_framing(&entry.text)
+            text.join("\n")
         ));
     }
     out.push_str("</memory-recall>");
     out
+}
+
+/// `text` with control characters other than newlines and tabs shown as
+/// `?`: stored text may come from a database someone else edited.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                '?'
+            } else {
+                c
+            }
+        })
+        .collect()
 }
 
 /// A timestamp as a UTC day.

@@ -132,7 +132,7 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         }
     };
     let task = args.task.clone().unwrap_or_default();
-    let run = run_agent(&args, provider, &task, Limits::from(&args))?;
+    let run = run_agent(&args, provider, &task, Limits::from(&args), None)?;
     Ok(report(&args, run))
 }
 
@@ -153,13 +153,39 @@ impl From<&AgentArgs> for Limits {
     }
 }
 
-/// The scope --memory or SKILLBOX_MEMORY names, with the user's store.
-fn memory(args: &AgentArgs) -> Result<Option<(Arc<MemoryStore>, Scope)>, CliError> {
-    let Some(name) = args.memory.clone().or_else(|| {
+/// The scope --memory or SKILLBOX_MEMORY names, with the user's store. A
+/// replay's memory calls run for real, so it takes only an explicit
+/// --memory, never the recorded run's own scope.
+fn memory(
+    args: &AgentArgs,
+    replaying: Option<&Recording>,
+) -> Result<Option<(Arc<MemoryStore>, Scope)>, CliError> {
+    let configured = || {
         std::env::var("SKILLBOX_MEMORY")
             .ok()
             .filter(|s| !s.is_empty())
-    }) else {
+    };
+    let name = match replaying {
+        None => args.memory.clone().or_else(configured),
+        Some(recording) => {
+            let recorded = recording.memory_scope.as_deref();
+            if args.memory.is_some() && args.memory.as_deref() == recorded {
+                return Err(CliError::Usage(format!(
+                    "--memory {}: that is the scope the recorded run used, and a replay's memory \
+                     calls save and forget for real; name a scratch scope",
+                    recorded.unwrap_or_default()
+                )));
+            }
+            if let (Some(recorded), None) = (recorded, &args.memory) {
+                eprintln!(
+                    "replay: the recorded run used memory scope `{recorded}`; without --memory \
+                     SCRATCH its memory calls cannot be replayed (SKILLBOX_MEMORY is not used)"
+                );
+            }
+            args.memory.clone()
+        }
+    };
+    let Some(name) = name else {
         return Ok(None);
     };
     let scope = Scope::new(&name).map_err(|e| CliError::Usage(format!("--memory: {e}")))?;
@@ -173,6 +199,7 @@ fn run_agent<M: Model>(
     model: M,
     task: &str,
     limits: Limits,
+    replaying: Option<&Recording>,
 ) -> Result<Run, CliError> {
     let mut builder = args.audit.apply(
         args.sandbox
@@ -189,7 +216,7 @@ fn run_agent<M: Model>(
         .map(McpConfig::load)
         .transpose()
         .map_err(|e| CliError::Usage(e.to_string()))?;
-    let memory = memory(args)?;
+    let memory = memory(args, replaying)?;
     // The sandbox's own limit answers first, with the clearer message; the
     // client-side deadline is the backstop.
     let grace = Duration::from_secs(2);
@@ -288,7 +315,13 @@ fn replay(args: &AgentArgs, recording: &Recording) -> Result<ExitCode, CliError>
         context_tokens: recording.context_tokens,
         summary_tokens: recording.summary_tokens,
     };
-    let run = run_agent(args, recording.model(), &recording.task, limits)?;
+    let run = run_agent(
+        args,
+        recording.model(),
+        &recording.task,
+        limits,
+        Some(recording),
+    )?;
     let divergences = compare(&recording.tool_results, run.trace.tool_results());
     let replayed = run.trace.tool_results().len();
     let stop = run.outcome.stop.clone();

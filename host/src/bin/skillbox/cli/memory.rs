@@ -7,7 +7,7 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::{CliError, print_json};
-use skillbox::agent::memory::{Entry, MemoryStore, Scope, day};
+use skillbox::agent::memory::{Entry, MemoryStore, Scope, day, printable};
 
 #[derive(Subcommand, Debug)]
 pub enum MemoryCommand {
@@ -144,20 +144,21 @@ fn print_entries(entries: &[Entry], scope: &str, output: Output) {
     if entries.is_empty() {
         println!("no entries in scope `{scope}`");
     }
+    // Stored text is shown, never obeyed by the terminal.
     for e in entries {
         println!(
             "#{}  saved {} by {} step {}  expires {}{}\n    {}",
             e.id,
             day(Some(e.created_at)),
-            e.run_id,
+            printable(&e.run_id),
             e.step,
             day(e.expires_at),
             if e.tags.is_empty() {
                 String::new()
             } else {
-                format!("  tags {}", e.tags.join(", "))
+                format!("  tags {}", printable(&e.tags.join(", ")))
             },
-            e.text.replace('\n', "\n    ")
+            printable(&e.text).replace('\n', "\n    ")
         );
     }
 }
