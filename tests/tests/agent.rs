@@ -503,22 +503,8 @@ fn an_external_server_that_is_down_fails_the_run_with_exit_1() {
 
 #[test]
 fn trimming_keeps_the_task_constraint() {
-    let task = "Count the ERROR lines in logs/app.log. CONSTRAINT: reply in exactly one sentence.";
-    let mut replies = vec![openai_calls(
-        &[("c0", "load_skill", r#"{"name": "log-inspect"}"#)],
-        (10, 5),
-    )];
-    for i in 0..8 {
-        let args = format!(
-            r#"{{"path": "logs/app.log", "start": {}, "count": 40}}"#,
-            1 + i * 40
-        );
-        replies.push(openai_calls(
-            &[(&format!("c{}", i + 1), "log-inspect__read-lines", &args)],
-            (10, 5),
-        ));
-    }
-    replies.push(openai_answer("There are 5 ERROR lines.", (10, 5)));
+    let task = super::agent_memory::TASK;
+    let replies = super::agent_memory::paging_replies();
     let model = FakeModel::start(replies);
     let out = agent(
         &model,

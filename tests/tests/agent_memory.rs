@@ -12,11 +12,11 @@ use skillbox_e2e::{Run, examples, repo, skillbox_bin, testkit_skills, workspace}
 use super::agent::{AgentRun, agent, command, tool_messages, tool_names};
 use super::transactions::wait_for_line;
 
-const TASK: &str =
+pub(crate) const TASK: &str =
     "Count the ERROR lines in logs/app.log. CONSTRAINT: reply in exactly one sentence.";
 
 /// The load_skill call, then eight pages of the log, then the answer.
-fn paging_replies() -> Vec<Reply> {
+pub(crate) fn paging_replies() -> Vec<Reply> {
     let mut replies = vec![openai_calls(
         &[("c0", "load_skill", r#"{"name": "log-inspect"}"#)],
         (10, 5),
