@@ -161,6 +161,35 @@ impl Gate {
     }
 }
 
+/// `stager` served over stdio on `ws`, writable, allowed to reach the
+/// gate, auditing to `audit`.
+async fn serve_stager(
+    kit: &Path,
+    ws: &Path,
+    gate: &Gate,
+    audit: &Path,
+) -> skillbox_e2e::mcp::Client {
+    let grant = gate.grant();
+    let (client, _) = connect_stdio_as(
+        Recorder::default(),
+        &[
+            "--tools",
+            "all",
+            "--skills",
+            kit.to_str().unwrap(),
+            "--workspace",
+            ws.to_str().unwrap(),
+            "--allow-write",
+            "--allow-net",
+            &grant,
+            "--audit",
+            audit.to_str().unwrap(),
+        ],
+    )
+    .await;
+    client
+}
+
 /// Reads `child`'s stderr until a line contains `what`.
 pub(crate) fn wait_for_line(child: &mut Child, what: &str) {
     let stderr = child.stderr.take().unwrap();
@@ -439,24 +468,7 @@ async fn a_file_changed_while_the_call_ran_is_a_conflict_and_nothing_is_written(
     let state = tempfile::tempdir().unwrap();
     let audit = state.path().join("audit.jsonl");
     let gate = gate();
-    let grant = gate.grant();
-    let (client, _) = connect_stdio_as(
-        Recorder::default(),
-        &[
-            "--tools",
-            "all",
-            "--skills",
-            kit.path().to_str().unwrap(),
-            "--workspace",
-            ws.path().to_str().unwrap(),
-            "--allow-write",
-            "--allow-net",
-            &grant,
-            "--audit",
-            audit.to_str().unwrap(),
-        ],
-    )
-    .await;
+    let client = serve_stager(kit.path(), ws.path(), &gate, &audit).await;
     let (arrived, release) = (gate.arrived, gate.release);
     let arrived = std::sync::Arc::new(std::sync::Mutex::new(arrived));
     let url = format!("http://127.0.0.1:{}/hold", gate.port);
@@ -986,4 +998,132 @@ async fn the_embedding_api_and_the_metrics_report_what_a_call_changed() {
     ] {
         assert!(metrics.contains(line), "{line} is not in:\n{metrics}");
     }
+}
+
+/// The red team's race (docs/security.md): call B stages below a folder
+/// and waits; meanwhile that folder becomes a link, so that B's commit,
+/// writing by path, would land in `.claude/skills` or leave a link that
+/// leads out of the workspace. Each round: B is held at the gate, the
+/// swap is made (by call A, as the red team did, and where A is refused,
+/// by a process outside the sandbox), then B is released.
+#[tokio::test]
+async fn a_commit_never_writes_through_a_folder_that_became_a_link() {
+    let kit = stager();
+    let ws = seeded();
+    std::fs::create_dir_all(ws.path().join(".claude/l")).unwrap();
+    std::fs::create_dir_all(ws.path().join("a/b/c/d")).unwrap();
+    let state = tempfile::tempdir().unwrap();
+    let audit = state.path().join("audit.jsonl");
+    let gate = gate();
+    let url = gate.url();
+    let client = serve_stager(kit.path(), ws.path(), &gate, &audit).await;
+    let (arrived, release) = (
+        std::sync::Arc::new(std::sync::Mutex::new(gate.arrived)),
+        gate.release,
+    );
+    let rounds: [(&[&str], &[&str], &str, &str); 2] = [
+        (
+            &[
+                "mkdir /workspace/.claude/l/skills/evil",
+                "write /workspace/.claude/l/skills/evil/SKILL.md ---\nname: evil\ndescription: planted\n---\nx\n",
+            ],
+            &[
+                "rmdir /workspace/.claude/l",
+                "symlink . /workspace/.claude/l",
+            ],
+            ".claude/l",
+            ".",
+        ),
+        (
+            &[
+                "mkdir /workspace/a/b/c/d/x/y/z",
+                "symlink ../../../../../../../etc/passwd /workspace/a/b/c/d/x/y/z/esc",
+            ],
+            &[
+                "rmdir /workspace/a/b/c/d",
+                "symlink ../../.. /workspace/a/b/c/d",
+            ],
+            "a/b/c/d",
+            "../../..",
+        ),
+    ];
+    for (b_steps, a_steps, swapped, link_to) in rounds {
+        let mut steps: Vec<String> = b_steps.iter().map(|s| s.to_string()).collect();
+        steps.push(format!("fetch {url}"));
+        let call_b = skillbox_e2e::mcp::call(&client, TOOL, json!({ "steps": steps }));
+        let swap = {
+            let (arrived, release, kit, ws) = (
+                arrived.clone(),
+                release.clone(),
+                kit.path().to_path_buf(),
+                ws.path().to_path_buf(),
+            );
+            tokio::task::spawn_blocking(move || {
+                arrived.lock().unwrap().recv().unwrap();
+                let a = call_steps(&kit, &ws, a_steps, &[]);
+                if a.code != 0 {
+                    // Call A may not make such a link any more; the
+                    // workspace can still change under B by other means.
+                    assert!(a.stderr.contains("refused to link"), "{a:?}");
+                    std::fs::remove_dir(ws.join(swapped)).unwrap();
+                    std::os::unix::fs::symlink(link_to, ws.join(swapped)).unwrap();
+                }
+                assert!(
+                    std::fs::symlink_metadata(ws.join(swapped))
+                        .unwrap()
+                        .is_symlink()
+                );
+                release.send(()).unwrap();
+            })
+        };
+        let (result, swapped_ok) = tokio::join!(call_b, swap);
+        swapped_ok.unwrap();
+        let said = text(&result);
+        assert_eq!(result.is_error, Some(true), "{said}");
+        assert!(
+            said.contains(&format!(
+                "`{swapped}` was moved or replaced by another call"
+            )) && said.contains("nothing was written"),
+            "{said}"
+        );
+    }
+    client.cancel().await.unwrap();
+
+    assert!(
+        !ws.path().join(".claude/skills").exists(),
+        "a skill was planted"
+    );
+    let listed = skillbox()
+        .args(["skills", "list", "--trust-project", "--json"])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert!(
+        !String::from_utf8_lossy(&listed.stdout).contains("\"evil\""),
+        "{listed:?}"
+    );
+    // No link in the workspace leads out of it.
+    let root = std::fs::canonicalize(ws.path()).unwrap();
+    for (path, content) in tree(ws.path()) {
+        if content.as_ref().is_some_and(|c| c.starts_with(b"-> "))
+            && let Ok(real) = std::fs::canonicalize(ws.path().join(&path))
+        {
+            assert!(
+                real.starts_with(&root),
+                "{path} leads to {}",
+                real.display()
+            );
+        }
+    }
+    assert!(std::fs::symlink_metadata(ws.path().join("x")).is_err());
+    let outcomes: Vec<Value> = std::fs::read_to_string(&audit)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap()["workspace"].clone())
+        .collect();
+    assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    assert!(
+        outcomes.iter().all(|o| o["outcome"] == "conflicted"),
+        "{outcomes:?}"
+    );
 }

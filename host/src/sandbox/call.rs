@@ -440,7 +440,9 @@ pub async fn commit(staged: &PendingChanges) -> Result<ChangeSet, SandboxError> 
         .await
         .map_err(|_| SandboxError::Host("the workspace commit was interrupted".into()))?
         .map_err(|e| match e {
-            CommitError::Conflict { .. } => SandboxError::Conflict(e.to_string()),
+            CommitError::Conflict { .. }
+            | CommitError::Replaced { .. }
+            | CommitError::Refused(_) => SandboxError::Conflict(e.to_string()),
             CommitError::Io(_) | CommitError::Interrupted(_) => SandboxError::Host(e.to_string()),
         })
 }

@@ -22,6 +22,7 @@ mod limits;
 mod mount;
 mod output;
 mod pending;
+mod protect;
 mod scratch;
 pub mod stage;
 mod store;

@@ -1,6 +1,6 @@
 //! What a guest may do to the disk of its writable folders, enforced as it
 //! does it: byte and entry quotas, and the project skill folders no tool
-//! may change (`protect.rs`).
+//! may change (`sandbox/protect.rs`).
 //!
 //! wasmtime-wasi writes straight to a host folder and has no hook for
 //! either, so the functions of `wasi:filesystem` that consume disk or change
@@ -19,7 +19,6 @@
 
 mod budget;
 mod overlay;
-mod protect;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -36,10 +35,10 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 use wasmtime_wasi::p2::{DynOutputStream, FsResult};
 
 use super::mount::{Mount, QuotaKind};
+use super::protect::{self, Last, Refusal};
 use super::stage::Stage;
 pub use budget::QuotaLimits;
 use budget::{Budget, CountedStream};
-use protect::{Last, Refusal};
 
 /// The quotas of one call, which descriptor belongs to which mount, and
 /// the changes it was refused.

@@ -21,8 +21,8 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::{FsPerms, OpenMode};
 
-use super::protect::{self, Last};
 use super::{GuardedFs, Mount, QuotaKind, refused, spend, to_wire};
+use crate::sandbox::protect::{self, Last};
 use crate::sandbox::stage::{Deny, Fingerprint, Found, Kind, Stage, WsPath, join, rel};
 
 type Wire<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
@@ -717,7 +717,11 @@ fn check_link<T: GuardedFs>(state: &mut T, link: &str, target: &str) -> Result<(
         protect::check_link_inside(lower, link, target, root).map_err(refused)?;
     }
     match join(crate::sandbox::stage::parent(link), target) {
-        Some(lands) => protect::check_change(lower, &lands, Last::Link).map_err(refused),
+        // A link that lands on `.claude` itself (`.claude/l -> .`) is a
+        // way into `.claude/skills` under another name.
+        Some(lands) => protect::check_link_target(&lands)
+            .and_then(|()| protect::check_change(lower, &lands, Last::Link))
+            .map_err(refused),
         None => Err(Deny::Refused(format!(
             "refused to link `{link}` to `{target}`: it would lead out of the workspace"
         ))),

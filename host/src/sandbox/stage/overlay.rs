@@ -111,6 +111,11 @@ pub struct Overlay {
     pub(super) entries: BTreeMap<WsPath, Entry>,
     /// Files the call read from the workspace, as they were when it did.
     pub(super) reads: BTreeMap<WsPath, Fingerprint>,
+    /// The workspace's folders above the call's changes, as they were when
+    /// the call first staged below them. A commit writes by path, so a
+    /// folder on the way that another call replaced since (by a link, say)
+    /// would take the write somewhere the call never saw.
+    pub(super) parents: BTreeMap<WsPath, Fingerprint>,
 }
 
 impl Overlay {
@@ -120,6 +125,7 @@ impl Overlay {
             upper,
             entries: BTreeMap::new(),
             reads: BTreeMap::new(),
+            parents: BTreeMap::new(),
         }
     }
 
@@ -196,26 +202,34 @@ impl Overlay {
     }
 
     /// Staged changes go to paths as written; a symbolic link on the way
-    /// would make the staged path and the one finally written differ.
-    fn check_no_link_above(&self, path: &str) -> Result<(), Deny> {
+    /// would make the staged path and the one finally written differ. The
+    /// workspace's folders on the way are remembered, so that the commit
+    /// can tell whether any of them was replaced since.
+    fn check_no_link_above(&mut self, path: &str) -> Result<(), Deny> {
         for up in ancestors(path) {
             if self.entries.contains_key(up) {
                 continue;
             }
-            if self.lower_meta(up).is_some_and(|m| m.is_symlink()) {
+            let Some(meta) = self.lower_meta(up) else {
+                continue;
+            };
+            if meta.is_symlink() {
                 return Err(Deny::Refused(format!(
                     "refused to change `{path}`: `{up}` is a symbolic link, and a call's \
                      workspace changes are staged by path; change the files at the link's \
                      target instead"
                 )));
             }
+            self.parents
+                .entry(up.to_string())
+                .or_insert_with(|| Fingerprint::of(&meta));
         }
         Ok(())
     }
 
     /// Checks that `path` can be made: its folder exists, as the call sees
     /// it, and no link lies on the way; then makes the folders above.
-    fn prepare_new(&self, path: &str) -> Result<(), Deny> {
+    fn prepare_new(&mut self, path: &str) -> Result<(), Deny> {
         let up = parent(path);
         match self.kind(up) {
             Some(Kind::Dir) => {}
@@ -533,6 +547,7 @@ impl Overlay {
             upper: Some(upper),
             entries: self.entries.clone(),
             reads: self.reads.clone(),
+            parents: self.parents.clone(),
         })
     }
 

@@ -63,6 +63,14 @@ pub enum CommitError {
         list(paths)
     )]
     Conflict { paths: Vec<WsPath> },
+    #[error(
+        "{} was moved or replaced by another call while this one ran, so its changes \
+         would land somewhere else; nothing was written; run it again",
+        list(paths)
+    )]
+    Replaced { paths: Vec<WsPath> },
+    #[error("{0}; nothing was written")]
+    Refused(String),
     #[error("the workspace changes could not be written ({0}); nothing was written")]
     Io(String),
     #[error(
@@ -312,6 +320,68 @@ impl Stage {
         out.into_iter().collect()
     }
 
+    /// The workspace's folders above the call's changes that are no longer
+    /// the folders the call staged below: removed, replaced by another
+    /// folder, or by a link. Writing by path would then follow the link
+    /// (into a skill folder, or out of the workspace) or land where the
+    /// call never looked.
+    fn replaced_parents(&self) -> Vec<WsPath> {
+        self.overlay
+            .parents
+            .iter()
+            .filter(|(path, before)| {
+                let now = self.overlay.lower_meta(path).map(|m| Fingerprint::of(&m));
+                !now.is_some_and(|now| now.kind == Kind::Dir && now.ino == before.ino)
+            })
+            .map(|(path, _)| path.clone())
+            .collect()
+    }
+
+    /// Judges every change once more where it will really land, after the
+    /// folders above it were checked: no change in a project skill folder,
+    /// and no link that leads out of the workspace or into such a folder.
+    fn check_landing(&self, ops: &[Op]) -> Result<(), CommitError> {
+        use crate::sandbox::protect::{self, Last};
+        let lower = &self.overlay.lower;
+        let refused = |action: &str, r: protect::Refusal| CommitError::Refused(r.message(action));
+        let root = protect::fd_path(lower);
+        for op in ops {
+            let path = op.path();
+            if !journal_path_ok(path) {
+                return Err(CommitError::Refused(format!(
+                    "refused to write `{path}`: a workspace's .agents/skills and .claude/skills \
+                     folders are protected from tools"
+                )));
+            }
+            protect::check_change(lower, path, Last::Link).map_err(|r| refused("change", r))?;
+            if let Op::Link { .. } = op {
+                let target = self
+                    .overlay
+                    .up()
+                    .and_then(|u| u.read_link_contents(path))
+                    .map_err(|e| CommitError::Io(e.kind().to_string()))?;
+                let target = target.to_string_lossy();
+                protect::check_link_target(&target).map_err(|r| refused("link", r))?;
+                if let Some(root) = &root {
+                    protect::check_link_inside(lower, path, &target, root)
+                        .map_err(|r| refused("link", r))?;
+                }
+                match super::path::join(super::path::parent(path), &target) {
+                    Some(lands) => protect::check_link_target(&lands)
+                        .and_then(|()| protect::check_change(lower, &lands, Last::Link))
+                        .map_err(|r| refused("link", r))?,
+                    None => {
+                        return Err(CommitError::Refused(format!(
+                            "refused to link `{path}` to `{target}`: it would lead out of the \
+                             workspace"
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Writes the changes into the workspace, wholly, or refuses and
     /// writes nothing.
     pub fn commit(mut self) -> Result<ChangeSet, CommitError> {
@@ -327,11 +397,16 @@ impl Stage {
         for recovered in recover_locked(&self.txn, &self.overlay.lower).map_err(io_error)? {
             tracing::warn!("{}", recovered.message());
         }
+        let replaced = self.replaced_parents();
+        if !replaced.is_empty() {
+            return Err(CommitError::Replaced { paths: replaced });
+        }
         let conflicts = self.conflicts();
         if !conflicts.is_empty() {
             return Err(CommitError::Conflict { paths: conflicts });
         }
         let ops = ops_of(&self.overlay);
+        self.check_landing(&ops)?;
         // What the journal will point at is on disk before the journal.
         let upper = self.overlay.up().map_err(io_error)?;
         sync_file_system(upper).map_err(io_error)?;
@@ -628,4 +703,97 @@ pub fn pause_point(name: &str) {
     }
     #[cfg(not(debug_assertions))]
     let _ = name;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A workspace with the folders `dirs`, and a stage on it.
+    fn staged(dirs: &[&str]) -> (tempfile::TempDir, Stage) {
+        let ws = tempfile::tempdir().unwrap();
+        for dir in dirs {
+            std::fs::create_dir_all(ws.path().join(dir)).unwrap();
+        }
+        let mut stage = Stage::begin(ws.path()).unwrap();
+        stage.prepare().unwrap();
+        (ws, stage)
+    }
+
+    fn write(stage: &mut Stage, path: &str, text: &str) {
+        stage.overlay.stage_new_file(path).unwrap();
+        stage.overlay.up().unwrap().write(path, text).unwrap();
+    }
+
+    #[test]
+    fn a_commit_writes_every_change_and_leaves_no_stage() {
+        let (ws, mut stage) = staged(&["docs"]);
+        stage.overlay.mkdir("docs/new").unwrap();
+        write(&mut stage, "docs/new/a.txt", "a");
+        let set = stage.commit().unwrap();
+        assert_eq!(set.files(), 2);
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("docs/new/a.txt")).unwrap(),
+            "a"
+        );
+    }
+
+    #[test]
+    fn a_folder_replaced_by_a_link_after_staging_is_a_conflict() {
+        // The red team's race: the call stages under `.claude/l`, another
+        // call makes `.claude/l` a link to `.claude`, and the commit
+        // would write `.claude/skills/evil/SKILL.md`.
+        let (ws, mut stage) = staged(&[".claude/l"]);
+        stage.overlay.mkdir(".claude/l/skills").unwrap();
+        stage.overlay.mkdir(".claude/l/skills/evil").unwrap();
+        write(&mut stage, ".claude/l/skills/evil/SKILL.md", "evil");
+        std::fs::remove_dir(ws.path().join(".claude/l")).unwrap();
+        std::os::unix::fs::symlink(".", ws.path().join(".claude/l")).unwrap();
+        let err = stage.commit().unwrap_err();
+        assert!(
+            matches!(&err, CommitError::Replaced { paths } if paths == &[".claude/l".to_string()]),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("nothing was written"), "{err}");
+        assert!(!ws.path().join(".claude/skills").exists());
+    }
+
+    #[test]
+    fn a_folder_replaced_by_another_folder_is_a_conflict_too() {
+        let (ws, mut stage) = staged(&["a/b"]);
+        write(&mut stage, "a/b/x.txt", "x");
+        std::fs::rename(ws.path().join("a/b"), ws.path().join("a/old")).unwrap();
+        std::fs::create_dir(ws.path().join("a/b")).unwrap();
+        let err = stage.commit().unwrap_err();
+        assert!(matches!(err, CommitError::Replaced { .. }), "{err:?}");
+        assert!(!ws.path().join("a/b/x.txt").exists());
+    }
+
+    #[test]
+    fn a_staged_link_that_would_lead_out_after_a_swap_is_never_written() {
+        let (ws, mut stage) = staged(&["a/b/c/d"]);
+        for dir in ["a/b/c/d/x", "a/b/c/d/x/y", "a/b/c/d/x/y/z"] {
+            stage.overlay.mkdir(dir).unwrap();
+        }
+        stage
+            .overlay
+            .symlink("../../../../../../../etc/passwd", "a/b/c/d/x/y/z/esc")
+            .unwrap();
+        std::fs::remove_dir(ws.path().join("a/b/c/d")).unwrap();
+        std::os::unix::fs::symlink("../../..", ws.path().join("a/b/c/d")).unwrap();
+        let err = stage.commit().unwrap_err();
+        assert!(matches!(err, CommitError::Replaced { .. }), "{err:?}");
+        assert!(std::fs::symlink_metadata(ws.path().join("x")).is_err());
+    }
+
+    #[test]
+    fn the_landing_of_every_change_is_judged_again_at_commit() {
+        // A change that reached the stage under a protected folder (by any
+        // route) is refused at commit, as written.
+        let (ws, mut stage) = staged(&[".agents/skills/x"]);
+        write(&mut stage, ".agents/skills/x/SKILL.md", "x");
+        let err = stage.commit().unwrap_err();
+        assert!(matches!(err, CommitError::Refused(_)), "{err:?}");
+        assert!(!ws.path().join(".agents/skills/x/SKILL.md").exists());
+    }
 }
