@@ -1,10 +1,20 @@
 //! `skillbox prepare`: a skill's pinned pure-Python requirements,
 //! installed once into a read-only folder the Python runtime mounts at
-//! `/packages`. pip (the host's own) resolves and downloads wheels,
-//! checking each against the index's hash, and is limited to wheels built
-//! for any platform, so it runs no package code. Every installed file is
-//! then checked against its wheel's `RECORD` hash before the folder
-//! replaces the last one, all at once.
+//! `/packages`.
+//!
+//! No code of any package runs on the host, so pip never resolves
+//! dependencies itself: it would read a wheel's `Requires-Dist` and fetch,
+//! and build, whatever URL it names. Instead the closure is resolved here,
+//! one level at a time: pip downloads each requirement alone (`--no-deps`)
+//! as a wheel for any platform from the index, which checks the index's
+//! hash; the host's Python reads each wheel's metadata as a zip file with
+//! pip's own `packaging` (`wheel_deps.py`); a dependency given by URL is
+//! refused. The resolved set is installed with `--no-index
+//! --require-hashes` from the downloaded files, every installed file is
+//! checked against its wheel's `RECORD` hash, and the folder replaces the
+//! last one all at once. `prepared.json` records every distribution with
+//! its wheel's hash, and a later `prepare` of the same requirements
+//! installs those same bytes or refuses.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -72,6 +82,50 @@ pub enum PrepareError {
         /// What is wrong with it.
         why: String,
     },
+    #[error(
+        "`{by}` needs `{requirement}`, a package given by URL, not by the index; prepare \
+         installs only wheels the index serves, so that nothing is built or fetched from \
+         elsewhere. Nothing was installed."
+    )]
+    /// A dependency that names a URL (`x @ https://…`, `file://…`).
+    Url {
+        /// The distribution that asks for it, `name version`.
+        by: String,
+        /// The requirement as its metadata writes it.
+        requirement: String,
+    },
+    #[error(
+        "{name} {version} was chosen, but `{by}` needs `{name}{specifier}`; pin a version \
+         that satisfies both with --with, or in the skill's requirements. Nothing was \
+         installed."
+    )]
+    /// Two requirements that no single version satisfies here.
+    Conflict {
+        /// The distribution's name.
+        name: String,
+        /// The version chosen first.
+        version: String,
+        /// The distribution whose requirement it fails.
+        by: String,
+        /// That requirement's version specifier.
+        specifier: String,
+    },
+    #[error(
+        "the wheel of {name} {version} is not the one prepared before (its sha256 was \
+         {expected}, now {actual}); the index serves other bytes under the same version. \
+         Nothing was installed; remove the skill's packages folder to accept the new ones."
+    )]
+    /// A recorded distribution whose wheel changed since it was prepared.
+    Changed {
+        /// The distribution's name.
+        name: String,
+        /// Its version.
+        version: String,
+        /// The recorded sha256.
+        expected: String,
+        /// The sha256 of the wheel the index serves now.
+        actual: String,
+    },
     #[error("{0}")]
     /// The packages folder could not be written.
     Io(String),
@@ -119,6 +173,16 @@ pub fn check_pinned(requirement: &str) -> Result<(), PrepareError> {
     })
 }
 
+/// One distribution of a prepared set: its wheel and that wheel's hash.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Pinned {
+    /// Its canonical name (PEP 503).
+    pub name: String,
+    pub version: String,
+    /// The sha256 of its wheel, in hex.
+    pub sha256: String,
+}
+
 /// Installs `requirements` into `dir/site`, replacing what was there only
 /// once everything is installed and checked. `progress` hears each step.
 pub fn prepare(
@@ -133,21 +197,36 @@ pub fn prepare(
         move |e| PrepareError::Io(format!("{what}: {e}"))
     }
     std::fs::create_dir_all(dir).map_err(io("cannot create the packages folder"))?;
+    let recorded = recorded_pins(dir, requirements);
     let staging = dir.join(format!(".staging-{}", std::process::id()));
     remove_tree(&staging);
     let site = staging.join(SITE);
+    let wheels = staging.join("wheels");
     std::fs::create_dir_all(&site).map_err(io("cannot create the staging folder"))?;
+    for folder in [&wheels, &staging.join(EMPTY)] {
+        std::fs::create_dir_all(folder).map_err(io("cannot create the staging folder"))?;
+    }
     let outcome = (|| {
-        if !requirements.is_empty() {
-            progress(&format!("pip: {}", requirements.join(" ")));
-            pip_install(&site, requirements)?;
-        }
+        let pinned = if requirements.is_empty() {
+            Vec::new()
+        } else {
+            progress(&format!("resolving {}", requirements.join(" ")));
+            let pinned = match &recorded {
+                Some(pins) => download_recorded(&wheels, pins)?,
+                None => resolve(&wheels, requirements, &mut progress)?,
+            };
+            progress(&format!("installing {} wheels", pinned.len()));
+            pip_install(&site, &wheels, &pinned)?;
+            pinned
+        };
         progress("checking every file against its wheel's RECORD");
         let (distributions, files) = verify(&site)?;
+        remove_tree(&wheels);
+        remove_tree(&staging.join(EMPTY));
         seal(&site);
-        Ok((distributions, files))
+        Ok((pinned, distributions, files))
     })();
-    let (distributions, files) = match outcome {
+    let (pinned, distributions, files) = match outcome {
         Ok(done) => done,
         Err(e) => {
             remove_tree(&staging);
@@ -162,6 +241,7 @@ pub fn prepare(
     let record = serde_json::json!({
         "requirements": installed.requirements,
         "distributions": installed.distributions,
+        "pinned": pinned,
         "files": installed.files,
         "python": PYTHON_VERSION,
     });
@@ -184,40 +264,404 @@ pub fn site_of(dir: &Path) -> PathBuf {
     dir.join("current").join(SITE)
 }
 
-fn pip_install(site: &Path, requirements: &[String]) -> Result<(), PrepareError> {
-    let out = Command::new("python3")
-        .args([
-            "-m",
-            "pip",
-            "install",
-            "--no-input",
-            "--disable-pip-version-check",
-            "--quiet",
-        ])
-        .args([
-            "--only-binary=:all:",
-            "--platform",
-            "any",
-            "--implementation",
-            "py",
-        ])
-        .args([
-            "--abi",
-            "none",
-            "--python-version",
-            PYTHON_VERSION,
-            "--no-compile",
-        ])
-        .arg("--target")
-        .arg(site)
+/// The set prepared before for the same requirements, if any.
+fn recorded_pins(dir: &Path, requirements: &[String]) -> Option<Vec<Pinned>> {
+    #[derive(serde::Deserialize)]
+    struct Record {
+        requirements: Vec<String>,
+        #[serde(default)]
+        pinned: Option<Vec<Pinned>>,
+    }
+    let text = std::fs::read(dir.join("current").join("prepared.json")).ok()?;
+    let record: Record = serde_json::from_slice(&text).ok()?;
+    let sorted = |list: &[String]| {
+        let mut list = list.to_vec();
+        list.sort();
+        list
+    };
+    (sorted(&record.requirements) == sorted(requirements))
+        .then_some(record.pinned)
+        .flatten()
+}
+
+/// A requirement on the way to being resolved.
+#[derive(Debug, Clone)]
+struct Want {
+    name: String,
+    extras: Vec<String>,
+    /// What pip is asked for: `name==1.0`, `name>=2,<3`.
+    spec: String,
+    /// The version specifier alone, to check against what is chosen.
+    specifier: String,
+    /// Who asked: `the skill`, or `name version`.
+    by: String,
+}
+
+/// What the host's Python found in a downloaded wheel.
+#[derive(Debug, serde::Deserialize)]
+struct Dist {
+    path: PathBuf,
+    name: String,
+    version: String,
+    requires: Vec<Requirement>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct Requirement {
+    name: String,
+    extras: Vec<String>,
+    specifier: String,
+    url: Option<String>,
+    text: String,
+}
+
+/// The pinned requirements and every distribution they need, as wheels
+/// downloaded into `wheels`, one level of dependencies at a time. The
+/// first version chosen for a name stays; a later requirement it does not
+/// satisfy is a [`PrepareError::Conflict`].
+fn resolve(
+    wheels: &Path,
+    requirements: &[String],
+    progress: &mut impl FnMut(&str),
+) -> Result<Vec<Pinned>, PrepareError> {
+    let mut queue: Vec<Want> = requirements
+        .iter()
+        .map(|r| {
+            let (name, version) = r.split_once("==").unwrap_or((r, ""));
+            let (base, extras) = match name.split_once('[') {
+                Some((base, extras)) => (
+                    base,
+                    extras
+                        .trim_end_matches(']')
+                        .split(',')
+                        .map(canonical_name)
+                        .collect(),
+                ),
+                None => (name, Vec::new()),
+            };
+            Want {
+                name: canonical_name(base),
+                extras,
+                spec: format!("{base}=={version}"),
+                specifier: format!("=={version}"),
+                by: "the skill".into(),
+            }
+        })
+        .collect();
+    // name -> (dist, the extras its dependencies were read for)
+    let mut chosen: std::collections::BTreeMap<String, (Dist, Vec<String>)> = Default::default();
+    let mut constraints: Vec<Want> = Vec::new();
+    while !queue.is_empty() {
+        let mut fetch: Vec<Want> = Vec::new();
+        let mut reread: Vec<(PathBuf, Vec<String>)> = Vec::new();
+        for want in queue.drain(..) {
+            constraints.push(want.clone());
+            if let Some((dist, read_for)) = chosen.get_mut(&want.name) {
+                let more: Vec<String> = want
+                    .extras
+                    .iter()
+                    .filter(|e| !read_for.contains(e))
+                    .cloned()
+                    .collect();
+                if !more.is_empty() {
+                    read_for.extend(more);
+                    reread.push((dist.path.clone(), read_for.clone()));
+                }
+            } else if let Some(earlier) = fetch.iter_mut().find(|w| w.name == want.name) {
+                for extra in want.extras {
+                    if !earlier.extras.contains(&extra) {
+                        earlier.extras.push(extra);
+                    }
+                }
+            } else {
+                fetch.push(want);
+            }
+        }
+        if !fetch.is_empty() {
+            progress(&format!(
+                "downloading {}",
+                fetch
+                    .iter()
+                    .map(|w| w.spec.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+        }
+        let mut inspect = reread;
+        for want in &fetch {
+            let file = pip_download(wheels, &want.name, &want.spec)?;
+            inspect.push((file, want.extras.clone()));
+        }
+        for dist in wheel_deps(&inspect)? {
+            let by = format!("{} {}", dist.name, dist.version);
+            for dep in &dist.requires {
+                if dep.url.is_some() {
+                    return Err(PrepareError::Url {
+                        by,
+                        requirement: dep.text.clone(),
+                    });
+                }
+                queue.push(Want {
+                    name: dep.name.clone(),
+                    extras: dep.extras.iter().map(|e| canonical_name(e)).collect(),
+                    spec: format!("{}{}", dep.name, dep.specifier),
+                    specifier: dep.specifier.clone(),
+                    by: by.clone(),
+                });
+            }
+            let extras = inspect
+                .iter()
+                .find(|(path, _)| *path == dist.path)
+                .map(|(_, extras)| extras.clone())
+                .unwrap_or_default();
+            chosen.entry(dist.name.clone()).or_insert((dist, extras));
+        }
+    }
+    check_constraints(&constraints, &chosen)?;
+    chosen
+        .into_values()
+        .map(|(dist, _)| {
+            Ok(Pinned {
+                sha256: sha256_file(&dist.path)?,
+                name: dist.name,
+                version: dist.version,
+            })
+        })
+        .collect()
+}
+
+/// Every version chosen satisfies every requirement on it.
+fn check_constraints(
+    constraints: &[Want],
+    chosen: &std::collections::BTreeMap<String, (Dist, Vec<String>)>,
+) -> Result<(), PrepareError> {
+    let checked: Vec<(&Want, &str)> = constraints
+        .iter()
+        .filter(|w| !w.specifier.is_empty())
+        .filter_map(|w| chosen.get(&w.name).map(|(d, _)| (w, d.version.as_str())))
+        .collect();
+    let request = serde_json::json!({
+        "mode": "check",
+        "constraints": checked
+            .iter()
+            .map(|(w, version)| serde_json::json!({
+                "name": w.name, "specifier": w.specifier, "version": version,
+            }))
+            .collect::<Vec<_>>(),
+    });
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        unsatisfied: Vec<usize>,
+    }
+    let answer: Answer = run_helper(&request)?;
+    match answer.unsatisfied.first().and_then(|&i| checked.get(i)) {
+        Some((want, version)) => Err(PrepareError::Conflict {
+            name: want.name.clone(),
+            version: (*version).to_string(),
+            by: want.by.clone(),
+            specifier: want.specifier.clone(),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Downloads exactly the recorded set, and checks each wheel is the one
+/// recorded.
+fn download_recorded(wheels: &Path, pins: &[Pinned]) -> Result<Vec<Pinned>, PrepareError> {
+    for pin in pins {
+        let file = pip_download(wheels, &pin.name, &format!("{}=={}", pin.name, pin.version))?;
+        let actual = sha256_file(&file)?;
+        if actual != pin.sha256 {
+            return Err(PrepareError::Changed {
+                name: pin.name.clone(),
+                version: pin.version.clone(),
+                expected: pin.sha256.clone(),
+                actual,
+            });
+        }
+    }
+    Ok(pins.to_vec())
+}
+
+/// A distribution name as PEP 503 compares them.
+fn canonical_name(name: &str) -> String {
+    let mut out = String::new();
+    for c in name.trim().chars() {
+        if "-_.".contains(c) {
+            if !out.ends_with('-') {
+                out.push('-');
+            }
+        } else {
+            out.push(c.to_ascii_lowercase());
+        }
+    }
+    out
+}
+
+fn sha256_file(path: &Path) -> Result<String, PrepareError> {
+    let bytes =
+        std::fs::read(path).map_err(|e| PrepareError::Io(format!("cannot read a wheel: {e}")))?;
+    Ok(sha2::Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// pip, run with no input in the empty folder beside `wheels`: a
+/// requirement's name that is also a folder in the working directory
+/// would be built as a local project.
+fn pip(wheels: &Path) -> Command {
+    let mut command = Command::new("python3");
+    command
+        .args(["-m", "pip"])
+        .current_dir(wheels.with_file_name(EMPTY))
+        .stdin(std::process::Stdio::null());
+    command
+}
+
+/// The empty folder pip runs in, beside the downloaded wheels.
+const EMPTY: &str = "empty";
+
+const WHEELS_ONLY: &[&str] = &[
+    "--no-input",
+    "--disable-pip-version-check",
+    "--quiet",
+    "--only-binary=:all:",
+    "--platform",
+    "any",
+    "--implementation",
+    "py",
+    "--abi",
+    "none",
+    "--python-version",
+    PYTHON_VERSION,
+];
+
+/// Downloads the wheel of one requirement, and nothing it depends on;
+/// returns the wheel's path.
+fn pip_download(wheels: &Path, name: &str, spec: &str) -> Result<PathBuf, PrepareError> {
+    let before = wheel_files(wheels);
+    let out = pip(wheels)
+        .arg("download")
+        .args(WHEELS_ONLY)
+        .args(["--no-deps", "--dest"])
+        .arg(wheels)
         .arg("--")
-        .args(requirements)
-        // An empty folder: nothing there that pip could take for a
-        // requirement's source.
-        .current_dir(site)
+        .arg(spec)
+        .output()
+        .map_err(|_| PrepareError::NoPip)?;
+    pip_failed(&out, spec)?;
+    let added: Vec<PathBuf> = wheel_files(wheels)
+        .into_iter()
+        .filter(|f| !before.contains(f))
+        .collect();
+    let named = |f: &PathBuf| {
+        f.file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.split('-').next())
+            .is_some_and(|dist| canonical_name(dist) == name)
+    };
+    match added.into_iter().find(named) {
+        Some(file) => Ok(file),
+        // Already there: the same distribution, asked for again.
+        None => wheel_files(wheels)
+            .into_iter()
+            .find(named)
+            .ok_or_else(|| PrepareError::NotPure(spec.to_string())),
+    }
+}
+
+fn wheel_files(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|items| {
+            items
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "whl"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// What the wheels at `paths` depend on in the sandbox, each read for its
+/// extras.
+fn wheel_deps(paths: &[(PathBuf, Vec<String>)]) -> Result<Vec<Dist>, PrepareError> {
+    if paths.is_empty() {
+        return Ok(Vec::new());
+    }
+    let request = serde_json::json!({
+        "mode": "deps",
+        "wheels": paths
+            .iter()
+            .map(|(path, extras)| serde_json::json!({"path": path, "extras": extras}))
+            .collect::<Vec<_>>(),
+    });
+    #[derive(serde::Deserialize)]
+    struct Answer {
+        dists: Vec<Dist>,
+    }
+    Ok(run_helper::<Answer>(&request)?.dists)
+}
+
+/// Runs `wheel_deps.py` with the host's Python on one request.
+fn run_helper<T: serde::de::DeserializeOwned>(
+    request: &serde_json::Value,
+) -> Result<T, PrepareError> {
+    let file = tempfile::NamedTempFile::new()
+        .map_err(|e| PrepareError::Io(format!("cannot write the resolver's request: {e}")))?;
+    std::fs::write(file.path(), request.to_string())
+        .map_err(|e| PrepareError::Io(format!("cannot write the resolver's request: {e}")))?;
+    let out = Command::new("python3")
+        .args(["-I", "-c", include_str!("wheel_deps.py")])
+        .arg(file.path())
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|_| PrepareError::NoPip)?;
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
+        let line = said
+            .lines()
+            .last()
+            .unwrap_or("the host's Python failed")
+            .trim();
+        return Err(PrepareError::Pip(line.chars().take(300).collect()));
+    }
+    serde_json::from_slice(&out.stdout)
+        .map_err(|e| PrepareError::Pip(format!("the resolver answered something unreadable: {e}")))
+}
+
+/// Installs exactly the downloaded wheels, each checked against its hash,
+/// with nothing fetched and no dependency followed.
+fn pip_install(site: &Path, wheels: &Path, pinned: &[Pinned]) -> Result<(), PrepareError> {
+    let list = wheels.join("pinned.txt");
+    let lines: String = pinned
+        .iter()
+        .map(|p| format!("{}=={} --hash=sha256:{}\n", p.name, p.version, p.sha256))
+        .collect();
+    std::fs::write(&list, lines)
+        .map_err(|e| PrepareError::Io(format!("cannot write the pinned list: {e}")))?;
+    let out = pip(wheels)
+        .arg("install")
+        .args(WHEELS_ONLY)
+        .args([
+            "--no-deps",
+            "--no-index",
+            "--require-hashes",
+            "--no-compile",
+        ])
+        .arg("--find-links")
+        .arg(wheels)
+        .arg("--target")
+        .arg(site)
+        .arg("--requirement")
+        .arg(&list)
+        .output()
+        .map_err(|_| PrepareError::NoPip)?;
+    pip_failed(&out, "the prepared set")
+}
+
+/// The error a failed pip run means.
+fn pip_failed(out: &std::process::Output, what: &str) -> Result<(), PrepareError> {
     if out.status.success() {
         return Ok(());
     }
@@ -226,10 +670,8 @@ fn pip_install(site: &Path, requirements: &[String]) -> Result<(), PrepareError>
         return Err(PrepareError::NoPip);
     }
     // "Could not find a version that satisfies the requirement X (from versions: …)"
-    if let Some(at) = stderr.find("satisfies the requirement ") {
-        let rest = &stderr[at + "satisfies the requirement ".len()..];
-        let name = rest.split([' ', '\n']).next().unwrap_or(rest);
-        return Err(PrepareError::NotPure(name.to_string()));
+    if stderr.contains("satisfies the requirement ") {
+        return Err(PrepareError::NotPure(what.to_string()));
     }
     let last = stderr
         .lines()
@@ -283,7 +725,17 @@ fn verify(site: &Path) -> Result<(Vec<String>, usize), PrepareError> {
                 return Err(bad("a path outside the packages folder"));
             }
             listed.insert(file.clone());
-            let Some(expected) = hash else { continue };
+            let Some(expected) = hash else {
+                // Only the RECORD itself (and its signatures) may go
+                // without a hash: every other file is vouched for.
+                let record_itself = file == record_path
+                    || file == format!("{name}/RECORD.jws")
+                    || file == format!("{name}/RECORD.p7s");
+                if record_itself {
+                    continue;
+                }
+                return Err(bad("its RECORD line has no hash"));
+            };
             let Some(expected) = expected.strip_prefix("sha256=") else {
                 return Err(bad("a hash that is not sha256"));
             };
