@@ -1223,3 +1223,67 @@ fn git_sources_pin_a_commit_and_what_is_not_a_skill_is_refused() {
             .contains("g1")
     );
 }
+
+/// Red team: an update that lets the model invoke a user-only skill, or
+/// adds a script, is a widening: shown, and without a terminal and
+/// without --yes nothing is installed. The first summary says what a
+/// skill without a manifest really gets: the workspace read-only.
+#[test]
+fn an_update_that_lets_the_model_invoke_or_adds_scripts_needs_a_yes() {
+    let Some(registry) = registry() else { return };
+    let home = Home::new(registry);
+    let work = tempfile::tempdir().unwrap();
+    let checkout = work.path().join("checkout");
+    let dir = checkout.join("skills/user-only");
+    std::fs::create_dir_all(dir.join("scripts")).unwrap();
+    git(&checkout, &["init", "-q"]);
+    let skill_md = |extra: &str| {
+        format!(
+            "---\nname: user-only\ndescription: A skill for the update tests; use in tests only.\n{extra}---\nRun scripts/run.py.\n"
+        )
+    };
+    std::fs::write(
+        dir.join("SKILL.md"),
+        skill_md("disable-model-invocation: true\n"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("scripts/run.py"), "print('one')\n").unwrap();
+    git(&checkout, &["add", "."]);
+    git(&checkout, &["commit", "-qm", "one"]);
+    let url = format!("git+file://{}#path=skills/user-only", checkout.display());
+    let added = home.run(&["add", &url, "--yes", "--allow-unsigned"]);
+    assert_eq!(added.code, 0, "{added:?}");
+    added.stderr_says(&[
+        "invocation: the user only (disable-model-invocation)",
+        "script scripts/run.py",
+        "workspace: read",
+    ]);
+
+    // The model may now invoke it, and it runs one more script. Files that
+    // are not scripts (a module, a reference) are not counted as scripts.
+    std::fs::write(dir.join("SKILL.md"), skill_md("")).unwrap();
+    std::fs::write(dir.join("scripts/more.py"), "print('two')\n").unwrap();
+    std::fs::write(dir.join("scripts/_helper.py"), "X = 1\n").unwrap();
+    std::fs::create_dir_all(dir.join("references")).unwrap();
+    std::fs::write(dir.join("references/notes.py"), "print('not a script')\n").unwrap();
+    git(&checkout, &["add", "."]);
+    git(&checkout, &["commit", "-qm", "two"]);
+    let asked = home.run(&["update", "user-only", "--allow-unsigned"]);
+    assert_ne!(asked.code, 0, "{asked:?}");
+    asked.stderr_says(&[
+        "+ invocation: the user only -> the model too (disable-model-invocation removed)",
+        "+ new script scripts/more.py",
+        "needs a yes",
+    ]);
+    assert!(!asked.stderr.contains("_helper.py"), "{asked:?}");
+    assert!(!asked.stderr.contains("notes.py"), "{asked:?}");
+    let installed = std::fs::read_to_string(home.skills().join("user-only/SKILL.md")).unwrap();
+    assert!(
+        installed.contains("disable-model-invocation: true"),
+        "the update was installed: {installed}"
+    );
+    assert!(!home.skills().join("user-only/scripts/more.py").exists());
+    let yes = home.run(&["update", "user-only", "--allow-unsigned", "--yes"]);
+    assert_eq!(yes.code, 0, "{yes:?}");
+    assert!(home.skills().join("user-only/scripts/more.py").exists());
+}

@@ -26,6 +26,7 @@ mod newcomer;
 mod ops;
 mod python_scripts;
 mod red_team;
+mod red_team_surfaces;
 mod sandbox_fs;
 mod sandbox_limits;
 mod skills_catalog;

@@ -155,15 +155,10 @@ impl Host {
                     if let Some(source) = self.source_script(&skill, script).await? {
                         return Ok(source);
                     }
-                    let names = skill.script_names();
                     return Err(CallError::NoSuchScript {
                         skill: skill.name().to_string(),
                         script: script.clone(),
-                        available: if names.is_empty() {
-                            "none".to_string()
-                        } else {
-                            names.join(", ")
-                        },
+                        available: listed(&skill.script_names()),
                     });
                 };
                 let (host, loader_skill, name) = (self.clone(), skill.clone(), script.clone());
@@ -214,6 +209,14 @@ impl Host {
             script: format!("{}/{rel}", skill.name()),
             why,
         };
+        if !crate::skill::model::is_runnable_script(&rel) {
+            return Err(cannot(format!(
+                "`{rel}` is a file of the skill, not one of its scripts: only files under \
+                 scripts/ run, and not those whose names start with `_` (modules the scripts \
+                 import). The skill's scripts are: {}",
+                listed(&skill.script_names())
+            )));
+        }
         match runtime::kind_of(&rel) {
             ScriptKind::Unsupported(language) => Err(cannot(language.reason(&rel))),
             ScriptKind::Python => {
@@ -264,6 +267,15 @@ impl Host {
                 Some(tool.effect.into())
             }
         }
+    }
+}
+
+/// Script names for an error: `a, b`, or `none`.
+fn listed(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".to_string()
+    } else {
+        names.join(", ")
     }
 }
 

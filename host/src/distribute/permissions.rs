@@ -15,6 +15,9 @@ use crate::skill::manifest::{Effect, WorkspaceAccess};
 /// Everything one version of a skill asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Permissions {
+    /// Whether the model may invoke the skill (no
+    /// `disable-model-invocation`).
+    pub model_invocation: bool,
     /// `component:function` (or `component:*` for every export) and its
     /// effect.
     pub tools: BTreeMap<String, Effect>,
@@ -28,48 +31,60 @@ pub struct Permissions {
 }
 
 impl Permissions {
+    /// What `skill` asks for, as it will really be granted: every file it
+    /// can run (by the one rule of [`Skill::script_names`]), and the
+    /// workspace access its code gets, which for a skill without a
+    /// manifest is read-only ([`crate::skill::policy::requested`]).
     pub fn of(skill: &Skill) -> Permissions {
         let mut permissions = Permissions {
+            model_invocation: skill.model_invocable(),
             scripts: skill.script_names().into_iter().collect(),
             ..Permissions::default()
         };
-        let Some(manifest) = &skill.manifest else {
-            return permissions;
-        };
-        for tool in &manifest.tools {
-            // Undescribed functions may do anything the grants allow; the
-            // host serves them as writing (skill/tools.rs).
-            if tool.functions.is_empty() {
-                permissions
-                    .tools
-                    .insert(format!("{}:*", tool.component), Effect::Write);
+        if let Some(manifest) = &skill.manifest {
+            for tool in &manifest.tools {
+                // Undescribed functions may do anything the grants allow;
+                // the host serves them as writing (skill/tools.rs).
+                if tool.functions.is_empty() {
+                    permissions
+                        .tools
+                        .insert(format!("{}:*", tool.component), Effect::Write);
+                }
+                for (function, spec) in &tool.functions {
+                    permissions
+                        .tools
+                        .insert(format!("{}:{function}", tool.component), spec.effect);
+                }
             }
-            for (function, spec) in &tool.functions {
-                permissions
-                    .tools
-                    .insert(format!("{}:{function}", tool.component), spec.effect);
+            let limits = &manifest.limits;
+            for (name, value) in [
+                ("timeout_ms", limits.timeout_ms),
+                ("fuel", limits.fuel),
+                ("memory_mib", limits.memory_mib),
+                ("output_bytes", limits.output_bytes.map(|b| b as u64)),
+            ] {
+                if let Some(value) = value {
+                    permissions.limits.insert(name.into(), value);
+                }
             }
         }
-        permissions.workspace = manifest.grants.workspace;
-        permissions.network = manifest.grants.network.iter().cloned().collect();
-        permissions.env = manifest.grants.env.iter().cloned().collect();
-        let limits = &manifest.limits;
-        for (name, value) in [
-            ("timeout_ms", limits.timeout_ms),
-            ("fuel", limits.fuel),
-            ("memory_mib", limits.memory_mib),
-            ("output_bytes", limits.output_bytes.map(|b| b as u64)),
-        ] {
-            if let Some(value) = value {
-                permissions.limits.insert(name.into(), value);
-            }
+        let requested = crate::skill::policy::requested(skill);
+        let runs_code = !permissions.tools.is_empty() || !permissions.scripts.is_empty();
+        if runs_code {
+            permissions.workspace = requested.workspace;
+            permissions.network = requested.network.iter().cloned().collect();
+            permissions.env = requested.env.iter().cloned().collect();
         }
         permissions
     }
 
     /// One line per thing asked for, for a person to read.
     pub fn lines(&self) -> Vec<String> {
-        let mut lines = Vec::new();
+        let mut lines = vec![if self.model_invocation {
+            "invocation: the model and the user".to_string()
+        } else {
+            "invocation: the user only (disable-model-invocation)".to_string()
+        }];
         if self.tools.is_empty() {
             lines.push("tools: none".into());
         }
@@ -99,6 +114,12 @@ impl Permissions {
     /// higher limits. Empty when `new` asks for nothing more.
     pub fn widened_by(&self, new: &Permissions) -> Vec<String> {
         let mut wider = Vec::new();
+        if new.model_invocation && !self.model_invocation {
+            wider.push(
+                "invocation: the user only -> the model too (disable-model-invocation removed)"
+                    .to_string(),
+            );
+        }
         for (tool, effect) in &new.tools {
             match self.tools.get(tool) {
                 None => wider.push(format!("new tool {tool} ({})", effect_name(*effect))),
@@ -185,6 +206,7 @@ mod tests {
         old.limits.insert("fuel".into(), 10);
         let mut new = old.clone();
         assert!(old.widened_by(&new).is_empty());
+        new.model_invocation = true;
         new.tools
             .insert("tools/t.wasm:a".into(), Effect::Destructive);
         new.tools.insert("tools/t.wasm:b".into(), Effect::Read);
@@ -196,6 +218,7 @@ mod tests {
         assert_eq!(
             old.widened_by(&new),
             [
+                "invocation: the user only -> the model too (disable-model-invocation removed)",
                 "tool tools/t.wasm:a: write -> destructive",
                 "new tool tools/t.wasm:b (read)",
                 "workspace: none -> write",

@@ -84,7 +84,56 @@ impl SkillDir {
         if !self.rule.serves(rel) {
             return Err(ReadError::NotServed);
         }
+        // A link is served only if what it leads to is: otherwise
+        // `references/notes.md -> ../.env` would serve a hidden file.
+        let real = self.real_path(rel).ok_or(ReadError::Escapes)?;
+        if !self.rule.serves(&real) {
+            return Err(ReadError::NotServed);
+        }
         self.read_bounded(rel, limit)
+    }
+
+    /// `rel` with every symbolic link on the way replaced by where it
+    /// leads, by name, inside the folder; `None` when a link leads out of
+    /// it or the links go round (40 at most, as Linux allows).
+    fn real_path(&self, rel: &str) -> Option<String> {
+        let mut rest: std::collections::VecDeque<String> = rel
+            .split('/')
+            .filter(|p| !p.is_empty() && *p != ".")
+            .map(String::from)
+            .collect();
+        let mut done: Vec<String> = Vec::new();
+        let mut links = 0;
+        while let Some(part) = rest.pop_front() {
+            if part == ".." {
+                done.pop()?;
+                continue;
+            }
+            done.push(part);
+            let here = done.join("/");
+            let is_link = self
+                .dir
+                .symlink_metadata(&here)
+                .is_ok_and(|m| m.is_symlink());
+            if !is_link {
+                continue;
+            }
+            links += 1;
+            let target = self.dir.read_link_contents(&here).ok()?;
+            let target = target.to_str()?;
+            if links > 40 || target.starts_with('/') {
+                return None;
+            }
+            done.pop();
+            for part in target
+                .split('/')
+                .rev()
+                .filter(|p| !p.is_empty() && *p != ".")
+            {
+                rest.push_front(part.to_string());
+            }
+        }
+        Some(done.join("/"))
     }
 
     /// The same folder as a mount for the sandbox.
@@ -139,7 +188,12 @@ impl SkillDir {
 
     /// Whether `rel` is a regular file the skill serves.
     pub fn serves_file(&self, rel: &str) -> bool {
-        checked_relative(rel).is_ok_and(|r| self.rule.serves(r)) && self.is_file(rel)
+        checked_relative(rel).is_ok_and(|r| {
+            self.rule.serves(r)
+                && self
+                    .real_path(r)
+                    .is_some_and(|real| self.rule.serves(&real))
+        }) && self.is_file(rel)
     }
 
     /// The files the skill serves under `sub` (recursively, sorted, at
@@ -285,5 +339,45 @@ mod tests {
             Err(ReadError::TooLarge { limit: 3 })
         );
         assert_eq!(dir.list_files("references", 10), vec!["references/a.md"]);
+    }
+
+    #[test]
+    fn a_link_is_served_only_when_its_target_is() {
+        let root = tempfile::tempdir().unwrap();
+        let skill = root.path().join("s");
+        std::fs::create_dir_all(skill.join("references")).unwrap();
+        std::fs::create_dir_all(skill.join("target")).unwrap();
+        std::fs::write(skill.join(".secret"), "hidden").unwrap();
+        std::fs::write(skill.join("target/out"), "build").unwrap();
+        std::fs::write(skill.join("ignored.txt"), "ignored").unwrap();
+        std::fs::write(skill.join(".gitignore"), "ignored.txt\n").unwrap();
+        std::fs::write(skill.join("references/a.md"), "shown").unwrap();
+        for (link, target) in [
+            ("references/inner.md", "../.secret"),
+            ("references/build", "../target/out"),
+            ("references/ign", "./../ignored.txt"),
+            ("references/chain", "inner.md"),
+            ("references/ok.md", "a.md"),
+            ("alias", "references"),
+        ] {
+            std::os::unix::fs::symlink(target, skill.join(link)).unwrap();
+        }
+        let dir = SkillDir::open(&skill).unwrap();
+        for hidden in [
+            "references/inner.md",
+            "references/build",
+            "references/ign",
+            "references/chain",
+            "alias/inner.md",
+        ] {
+            assert_eq!(
+                dir.read_served(hidden, 100),
+                Err(ReadError::NotServed),
+                "{hidden}"
+            );
+            assert!(!dir.serves_file(hidden), "{hidden}");
+        }
+        assert_eq!(dir.read_served("references/ok.md", 100).unwrap(), b"shown");
+        assert_eq!(dir.read_served("alias/a.md", 100).unwrap(), b"shown");
     }
 }

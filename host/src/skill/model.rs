@@ -87,15 +87,13 @@ impl Skill {
     }
 
     /// The Python scripts under `scripts/` the skill serves, by path: the
-    /// Python runtime runs them without a manifest.
+    /// Python runtime runs them without a manifest (see
+    /// [`is_runnable_script`]).
     pub fn source_scripts(&self) -> Vec<String> {
         self.files
             .list_files("scripts", MAX_MANIFEST_FILES)
             .into_iter()
-            .filter(|path| {
-                let file = path.rsplit('/').next().unwrap_or(path);
-                file.ends_with(".py") && !file.starts_with('_')
-            })
+            .filter(|path| is_runnable_script(path) && path.ends_with(".py"))
             .collect()
     }
 
@@ -321,4 +319,47 @@ fn leaves_source(dir: &Path, root: &Path) -> Option<String> {
 
 pub fn digest(bytes: &[u8]) -> String {
     format!("sha256:{}", crate::sandbox::sha256_hex(bytes))
+}
+
+/// Whether `rel` is one of a skill's runnable scripts, by path: the one
+/// rule `run_script`, `skills list`, `load_skill` and the permissions shown
+/// before an install share. A runnable script lies under `scripts/`, as
+/// the Agent Skills convention keeps them; a file whose name starts with
+/// `_` is a module the scripts import, not an entry point, except a
+/// package's `__main__.py`, which `python -m scripts.pkg` runs. The file
+/// must also be one the skill serves (not hidden or ignored).
+pub fn is_runnable_script(rel: &str) -> bool {
+    let Some(inside) = rel.strip_prefix("scripts/") else {
+        return false;
+    };
+    let file = inside.rsplit('/').next().unwrap_or(inside);
+    !file.is_empty() && (!file.starts_with('_') || file == "__main__.py")
+}
+
+#[cfg(test)]
+mod runnable_tests {
+    use super::is_runnable_script;
+
+    #[test]
+    fn only_entry_points_under_scripts_run() {
+        for yes in [
+            "scripts/x.py",
+            "scripts/tools/x.py",
+            "scripts/pkg/__main__.py",
+            "scripts/x.sh",
+        ] {
+            assert!(is_runnable_script(yes), "{yes}");
+        }
+        for no in [
+            "references/notes.py",
+            "scripts/_hidden.py",
+            "scripts/__init__.py",
+            "pkg/__main__.py",
+            "x.py",
+            "scripts/",
+            "scriptsx/a.py",
+        ] {
+            assert!(!is_runnable_script(no), "{no}");
+        }
+    }
 }

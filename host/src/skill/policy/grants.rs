@@ -90,6 +90,20 @@ pub struct Resolved {
     pub notes: Vec<String>,
 }
 
+/// What `skill` asks for: its manifest's grants, or, for a skill without
+/// one, the workspace read-only (see [`grants`]). What a user is shown
+/// before installing is computed from this, so it says what the skill will
+/// really get.
+pub fn requested(skill: &Skill) -> RequestedGrants {
+    match &skill.manifest {
+        Some(manifest) => manifest.grants.clone(),
+        None => RequestedGrants {
+            workspace: WorkspaceAccess::Read,
+            ..RequestedGrants::default()
+        },
+    }
+}
+
 /// The grants of a call of `skill` to a function with `effect`. A function
 /// declared `read` gets the workspace read-only even when the skill holds
 /// a write grant: the declared effect is enforced, not trusted.
@@ -99,13 +113,7 @@ pub struct Resolved {
 /// to request the workspace read-only. Writing needs a manifest that asks.
 pub fn grants(skill: &Skill, policy: &UserPolicy, effect: Option<Effect>) -> Resolved {
     let mut notes = Vec::new();
-    let requested = match &skill.manifest {
-        Some(manifest) => manifest.grants.clone(),
-        None => RequestedGrants {
-            workspace: WorkspaceAccess::Read,
-            ..RequestedGrants::default()
-        },
-    };
+    let requested = requested(skill);
     let workspace = match (requested.workspace, &policy.workspace) {
         (WorkspaceAccess::None, Some(_)) => {
             notes.push(format!(

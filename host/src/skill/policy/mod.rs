@@ -12,6 +12,8 @@ mod grants;
 mod limits;
 mod startup;
 
+#[cfg(feature = "distribute")]
+pub use grants::requested;
 pub use grants::{EnvGrant, NetGrant, Resolved, UserPolicy, grants};
 pub use limits::{Ceilings, LimitOverrides, apply_requests, limits};
 pub use startup::{HostState, PolicyError, check_env_grants, check_net_grants, check_write_grant};
