@@ -102,6 +102,8 @@ pub struct Agent<M: Model> {
     context_tokens: usize,
     summary_tokens: u32,
     memory: Option<(Arc<MemoryStore>, Scope)>,
+    /// Whether `memory_save` and `memory_forget` run (not in a replay).
+    memory_writes: bool,
     timeouts: Timeouts,
     catalog_budget: usize,
     servers: Option<McpConfig>,
@@ -129,6 +131,7 @@ impl<M: Model> Agent<M> {
                 context_tokens: 32_000,
                 summary_tokens: super::summary::DEFAULT_SUMMARY_TOKENS,
                 memory: None,
+                memory_writes: true,
                 timeouts: Timeouts::around_sandbox_defaults(),
                 catalog_budget: crate::skill::resident::DEFAULT_BUDGET_TOKENS,
                 servers: None,
@@ -201,10 +204,14 @@ impl<M: Model> Agent<M> {
             summary_tokens: self.summary_tokens,
             timeouts: self.timeouts,
         };
-        let memory = self
-            .memory
-            .as_ref()
-            .map(|(store, scope)| MemoryTools::new(store.clone(), scope.clone(), run_id.clone()));
+        let memory = self.memory.as_ref().map(|(store, scope)| {
+            let tools = MemoryTools::new(store.clone(), scope.clone(), run_id.clone());
+            if self.memory_writes {
+                tools
+            } else {
+                tools.without_writes()
+            }
+        });
         let resident = catalog.resident(self.catalog_budget).text();
         let agent = AgentLoop::new(&self.model, &hub, options, trace, &resident, task, memory);
         let (outcome, trace) = agent.run().await;
@@ -252,6 +259,16 @@ impl<M: Model> AgentBuilder<M> {
     /// `memory_forget` on this store's `scope`. Off unless set.
     pub fn memory(mut self, store: Arc<MemoryStore>, scope: Scope) -> Self {
         self.agent.memory = Some((store, scope));
+        self.agent.memory_writes = true;
+        self
+    }
+
+    /// Long-term memory for a replay: `memory_search` reads `scope`, and
+    /// `memory_save` and `memory_forget` answer without touching the
+    /// store, so a recorded (or edited) trace never writes to memory.
+    pub fn memory_for_replay(mut self, store: Arc<MemoryStore>, scope: Scope) -> Self {
+        self.agent.memory = Some((store, scope));
+        self.agent.memory_writes = false;
         self
     }
 

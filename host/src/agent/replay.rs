@@ -288,12 +288,23 @@ const DIFF_LINES: usize = 60;
 /// The largest trace a replay reads.
 pub const MAX_TRACE_BYTES: u64 = 256 << 20;
 
+/// Whether a replayed call matches its recording. A memory save or
+/// forget is not executed in a replay, so only the call itself is
+/// compared.
+fn same_result(then: &ToolRecord, now: &ToolRecord) -> bool {
+    use super::memory::{MEMORY_FORGET, MEMORY_SAVE};
+    if [MEMORY_SAVE, MEMORY_FORGET].contains(&now.name.as_str()) {
+        return then.name == now.name && then.arguments == now.arguments;
+    }
+    then == now
+}
+
 /// Each call whose result differs from the recording's, in order.
 pub fn compare(recorded: &[ToolRecord], replayed: &[ToolRecord]) -> Vec<Divergence> {
     recorded
         .iter()
         .zip(replayed)
-        .filter(|(then, now)| then != now)
+        .filter(|(then, now)| !same_result(then, now))
         .map(|(then, now)| {
             let mark = |r: &ToolRecord| {
                 format!(

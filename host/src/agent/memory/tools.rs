@@ -27,7 +27,13 @@ pub struct MemoryTools {
     scope: Scope,
     run_id: String,
     defs: Vec<ToolDef>,
+    /// Whether saves and forgets reach the store (not in a replay).
+    writes: bool,
 }
+
+/// What a replay answers for a save or a forget, which it never runs.
+pub const NOT_WRITTEN_IN_REPLAY: &str =
+    "replay: not executed; a replay never writes to long-term memory";
 
 impl MemoryTools {
     pub fn new(store: Arc<MemoryStore>, scope: Scope, run_id: String) -> Self {
@@ -87,7 +93,15 @@ impl MemoryTools {
             scope,
             run_id,
             defs,
+            writes: true,
         }
+    }
+
+    /// The same tools for a replay: searches read the store; saves and
+    /// forgets answer [`NOT_WRITTEN_IN_REPLAY`] and change nothing.
+    pub fn without_writes(mut self) -> Self {
+        self.writes = false;
+        self
     }
 
     pub fn defs(&self) -> &[ToolDef] {
@@ -106,6 +120,12 @@ impl MemoryTools {
         arguments: &Map<String, Value>,
         step: usize,
     ) -> CallResult {
+        if !self.writes && name != MEMORY_SEARCH {
+            return CallResult {
+                text: NOT_WRITTEN_IN_REPLAY.into(),
+                is_error: false,
+            };
+        }
         let store = self.store.clone();
         let scope = self.scope.clone();
         let run_id = self.run_id.clone();

@@ -56,21 +56,24 @@ pub struct AgentArgs {
     /// External MCP servers, in the common {"mcpServers": …} form.
     #[arg(long, value_name = "FILE")]
     mcp_config: Option<PathBuf>,
-    /// Model calls allowed before the loop stops (exit 3).
-    #[arg(long, value_name = "N", default_value_t = 20)]
-    max_steps: usize,
+    /// Model calls allowed before the loop stops (exit 3) [default: 20;
+    /// with --replay, the recording's].
+    #[arg(long, value_name = "N")]
+    max_steps: Option<usize>,
     /// Provider-reported tokens (in + out) allowed; a warning at 80%, a stop at 100% (exit 4).
     #[arg(long, value_name = "N")]
     budget_tokens: Option<u64>,
     /// Context size in tokens. Past it, the turns before the recent ones
     /// are replaced by a summary the model writes (see --summary-tokens),
-    /// and old tool results are trimmed if that is not enough.
-    #[arg(long, value_name = "N", default_value_t = 32_000)]
-    context_tokens: usize,
+    /// and old tool results are trimmed if that is not enough [default:
+    /// 32000; with --replay, the recording's].
+    #[arg(long, value_name = "N")]
+    context_tokens: Option<usize>,
     /// Tokens the summary of older turns may take; 0 trims old tool
-    /// results instead of summarizing.
-    #[arg(long, value_name = "N", default_value_t = DEFAULT_SUMMARY_TOKENS)]
-    summary_tokens: u32,
+    /// results instead of summarizing [default: 800; with --replay, the
+    /// recording's].
+    #[arg(long, value_name = "N")]
+    summary_tokens: Option<u32>,
     /// Long-term memory: the model may save, search and forget facts in
     /// this scope (one per project), kept across runs. Off unless named
     /// here or in SKILLBOX_MEMORY. See `skillbox memory`.
@@ -132,66 +135,88 @@ pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
         }
     };
     let task = args.task.clone().unwrap_or_default();
-    let run = run_agent(&args, provider, &task, Limits::from(&args), None)?;
+    let run = run_agent(&args, provider, &task, Limits::of(&args, None), None)?;
     Ok(report(&args, run))
 }
 
-/// The loop's limits: the flags', or a recording's.
+/// The loop's limits: the flags'; in a replay, the recording's where the
+/// user gives none. A limit the user gives always wins, so an edited
+/// trace cannot run longer than the user allows.
 struct Limits {
     max_steps: usize,
     context_tokens: usize,
     summary_tokens: u32,
 }
 
-impl From<&AgentArgs> for Limits {
-    fn from(args: &AgentArgs) -> Self {
+impl Limits {
+    fn of(args: &AgentArgs, recording: Option<&Recording>) -> Self {
         Limits {
-            max_steps: args.max_steps,
-            context_tokens: args.context_tokens,
-            summary_tokens: args.summary_tokens,
+            max_steps: args
+                .max_steps
+                .or(recording.map(|r| r.max_steps.max(1)))
+                .unwrap_or(DEFAULT_MAX_STEPS),
+            context_tokens: args
+                .context_tokens
+                .or(recording.map(|r| r.context_tokens))
+                .unwrap_or(DEFAULT_CONTEXT_TOKENS),
+            summary_tokens: args
+                .summary_tokens
+                .or(recording.map(|r| r.summary_tokens))
+                .unwrap_or(DEFAULT_SUMMARY_TOKENS),
         }
     }
 }
 
+const DEFAULT_MAX_STEPS: usize = 20;
+const DEFAULT_CONTEXT_TOKENS: usize = 32_000;
+
 /// The scope --memory or SKILLBOX_MEMORY names, with the user's store. A
-/// replay's memory calls run for real, so it takes only an explicit
-/// --memory, never the recorded run's own scope.
-fn memory(
-    args: &AgentArgs,
-    replaying: Option<&Recording>,
-) -> Result<Option<(Arc<MemoryStore>, Scope)>, CliError> {
+/// replay never writes to memory: its saves and forgets are compared, not
+/// run, and its searches read only the scope the user names (an empty
+/// one when the user names none), never the one the trace names.
+fn memory(args: &AgentArgs, replaying: Option<&Recording>) -> Result<Option<Memory>, CliError> {
     let configured = || {
         std::env::var("SKILLBOX_MEMORY")
             .ok()
             .filter(|s| !s.is_empty())
     };
-    let name = match replaying {
-        None => args.memory.clone().or_else(configured),
-        Some(recording) => {
-            let recorded = recording.memory_scope.as_deref();
-            if args.memory.is_some() && args.memory.as_deref() == recorded {
-                return Err(CliError::Usage(format!(
-                    "--memory {}: that is the scope the recorded run used, and a replay's memory \
-                     calls save and forget for real; name a scratch scope",
-                    recorded.unwrap_or_default()
-                )));
-            }
-            if let (Some(recorded), None) = (recorded, &args.memory) {
-                eprintln!(
-                    "replay: the recorded run used memory scope `{recorded}`; without --memory \
-                     SCRATCH its memory calls cannot be replayed (SKILLBOX_MEMORY is not used)"
-                );
-            }
-            args.memory.clone()
+    let scope =
+        |name: &str| Scope::new(name).map_err(|e| CliError::Usage(format!("--memory: {e}")));
+    let open = || {
+        MemoryStore::open_default().map_err(|e| CliError::Other(anyhow::anyhow!("--memory: {e}")))
+    };
+    match (replaying, &args.memory) {
+        (None, _) => match args.memory.clone().or_else(configured) {
+            Some(name) => Ok(Some(Memory::Live(Arc::new(open()?), scope(&name)?))),
+            None => Ok(None),
+        },
+        (Some(_), Some(name)) => Ok(Some(Memory::Replay(Arc::new(open()?), scope(name)?, None))),
+        (Some(recording), None) => {
+            let Some(recorded) = recording.memory_scope.as_deref() else {
+                return Ok(None);
+            };
+            eprintln!(
+                "replay: the recorded run used memory scope `{recorded}`; its searches find \
+                 nothing without --memory SCOPE (SKILLBOX_MEMORY is not used), and its saves \
+                 and forgets are compared, never run"
+            );
+            let empty = tempfile::tempdir().map_err(|e| CliError::Other(e.into()))?;
+            let store = MemoryStore::open(&empty.path().join("memory.sqlite"))
+                .map_err(|e| CliError::Other(anyhow::anyhow!("replay memory: {e}")))?;
+            Ok(Some(Memory::Replay(
+                Arc::new(store),
+                scope(recorded)?,
+                Some(empty),
+            )))
         }
-    };
-    let Some(name) = name else {
-        return Ok(None);
-    };
-    let scope = Scope::new(&name).map_err(|e| CliError::Usage(format!("--memory: {e}")))?;
-    let store = MemoryStore::open_default()
-        .map_err(|e| CliError::Other(anyhow::anyhow!("--memory: {e}")))?;
-    Ok(Some((Arc::new(store), scope)))
+    }
+}
+
+/// The run's long-term memory.
+enum Memory {
+    Live(Arc<MemoryStore>, Scope),
+    /// Read-only, for a replay; an empty store lives in the folder.
+    Replay(Arc<MemoryStore>, Scope, Option<tempfile::TempDir>),
 }
 
 fn run_agent<M: Model>(
@@ -250,10 +275,19 @@ fn run_agent<M: Model>(
         if let Some(file) = &args.trace {
             agent = agent.trace_file(file);
         }
-        let memory_scope = memory.as_ref().map(|(_, scope)| scope.to_string());
-        if let Some((store, scope)) = memory {
-            agent = agent.memory(store, scope);
-        }
+        let (memory_scope, _empty_store) = match memory {
+            Some(Memory::Live(store, scope)) => {
+                let shown = scope.to_string();
+                agent = agent.memory(store, scope);
+                (Some(shown), None)
+            }
+            Some(Memory::Replay(store, scope, empty)) => {
+                let shown = format!("{scope} (read-only in a replay)");
+                agent = agent.memory_for_replay(store, scope);
+                (Some(shown), empty)
+            }
+            None => (None, None),
+        };
         let agent = agent.build();
         eprintln!(
             "agent: {} · {} skills · max {} steps{}",
@@ -310,11 +344,7 @@ fn report(args: &AgentArgs, run: Run) -> ExitCode {
 /// `--replay`: the recording's replies for a model, its task and limits,
 /// the tools for real; then each differing result, with a diff.
 fn replay(args: &AgentArgs, recording: &Recording) -> Result<ExitCode, CliError> {
-    let limits = Limits {
-        max_steps: recording.max_steps.max(1),
-        context_tokens: recording.context_tokens,
-        summary_tokens: recording.summary_tokens,
-    };
+    let limits = Limits::of(args, Some(recording));
     let run = run_agent(
         args,
         recording.model(),
@@ -345,7 +375,12 @@ fn replay(args: &AgentArgs, recording: &Recording) -> Result<ExitCode, CliError>
             "replay: the recording made {} tool calls and the replay {replayed}",
             recording.tool_results.len()
         );
-        Stop::REPLAY_DIVERGED_EXIT_CODE
+        // A limit the user gave (steps, tokens) stopped it first: that is
+        // the stop to report, not a divergence.
+        match stop.exit_code() {
+            0 => Stop::REPLAY_DIVERGED_EXIT_CODE,
+            limit => limit,
+        }
     } else {
         stop.exit_code()
     };
