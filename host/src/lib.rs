@@ -74,6 +74,7 @@ mod dirs;
 #[cfg(feature = "distribute")]
 mod distribute;
 mod embed;
+mod fuzz;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 #[cfg(any(feature = "http", feature = "agent"))]
@@ -102,6 +103,12 @@ pub use tokio_util::sync::CancellationToken;
 #[allow(missing_docs)]
 pub mod unstable {
     pub use crate::skill::discover::Limits as DiscoveryLimits;
+
+    /// The parsers of untrusted bytes, as the fuzz targets in `fuzz/` call
+    /// them.
+    pub mod fuzz {
+        pub use crate::fuzz::*;
+    }
 
     /// Scaffolding a new skill and building its tool.
     pub mod author {

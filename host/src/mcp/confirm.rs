@@ -152,6 +152,32 @@ impl StateSeal {
     }
 }
 
+/// For the fuzz target: an arbitrary `state` opens nothing, and a state
+/// sealed for `digest` and `principal` opens once, for them only.
+pub(crate) fn check_states(state: &str, digest: &str, principal: &str) {
+    let seal = StateSeal::new(Duration::from_secs(300)).expect("a key");
+    assert!(
+        !seal.open(state, principal, digest),
+        "a forged state opened"
+    );
+    let Ok(sealed) = seal.seal(digest, principal) else {
+        return;
+    };
+    let other = format!("{principal}x");
+    assert!(
+        !seal.open(&sealed, &other, digest),
+        "opened for another principal"
+    );
+    assert!(
+        seal.open(&sealed, principal, digest),
+        "a genuine state did not open"
+    );
+    assert!(
+        !seal.open(&sealed, principal, digest),
+        "a state opened twice"
+    );
+}
+
 fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)

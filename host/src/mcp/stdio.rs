@@ -344,6 +344,48 @@ fn error_reply(code: i64, id: Option<Value>, message: String) -> Inbound {
     Inbound::Reply(bytes)
 }
 
+/// What the stdio reader makes of `input` arriving in pieces of the
+/// lengths `cuts` gives (cycled): one entry per reply or message, in
+/// order. For the fuzz target: the framing must not depend on where the
+/// pieces end, and every line over the cap becomes one error reply.
+pub(crate) fn frames(input: &[u8], cuts: &[u8]) -> Vec<Result<String, Vec<u8>>> {
+    let mut framer = Framer::default();
+    let mut out = Vec::new();
+    let mut lines = Vec::new();
+    let mut rest = input;
+    let mut cut = cuts.iter().cycle();
+    while !rest.is_empty() {
+        let piece = cut.next().map_or(rest.len(), |&n| usize::from(n).max(1));
+        let mut available = &rest[..piece.min(rest.len())];
+        rest = &rest[available.len()..];
+        while !available.is_empty() {
+            let (used, line) = framer.take(available);
+            available = &available[used..];
+            lines.extend(line);
+        }
+    }
+    if framer.seen > 0 {
+        lines.push(framer.finish());
+    }
+    for line in lines {
+        let inbound = match line {
+            Line::TooLong(n) => Some(error_reply(-32600, None, format!("too long: {n}"))),
+            Line::Complete(bytes) => {
+                let text = trim_line(&bytes);
+                if text.is_empty() { None } else { parse(text) }
+            }
+        };
+        match inbound {
+            Some(Inbound::Message(m)) => {
+                out.push(Ok(serde_json::to_string(&m).unwrap_or_default()))
+            }
+            Some(Inbound::Reply(bytes)) => out.push(Err(bytes)),
+            None => {}
+        }
+    }
+    out
+}
+
 /// Splits a byte stream into lines, keeping at most [`MAX_LINE_BYTES`] of
 /// one line in memory. The same framer serves the blocking and the async
 /// reader.

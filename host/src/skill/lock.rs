@@ -149,7 +149,12 @@ impl LockFile {
         if text.len() as u64 > MAX_LOCK_BYTES {
             return Err(LockError::Malformed("it is larger than 16 MiB".into()));
         }
-        let version = serde_json::from_str::<serde_json::Value>(&text)
+        LockFile::parse(&text)
+    }
+
+    /// A lock file's text, checked: a newer format is refused by name.
+    pub fn parse(text: &str) -> Result<LockFile, LockError> {
+        let version = serde_json::from_str::<serde_json::Value>(text)
             .map_err(|e| LockError::Malformed(e.to_string()))?
             .get("version")
             .and_then(serde_json::Value::as_u64)
@@ -158,7 +163,7 @@ impl LockFile {
             return Err(LockError::Newer(version as u32));
         }
         let lock: LockFile =
-            serde_json::from_str(&text).map_err(|e| LockError::Malformed(e.to_string()))?;
+            serde_json::from_str(text).map_err(|e| LockError::Malformed(e.to_string()))?;
         if lock.version != LOCK_VERSION {
             return Err(LockError::Malformed(format!(
                 "format {} is not {LOCK_VERSION}",

@@ -200,7 +200,13 @@ pub fn parse(dir: &SkillDir) -> Result<Option<(Manifest, String)>, Vec<Problem>>
             format!("{MANIFEST_FILE} is not valid UTF-8"),
         )]
     })?;
-    let manifest: Manifest = serde_norway::from_str(&text).map_err(|e| {
+    let manifest = parse_text(&text)?;
+    Ok(Some((manifest, text)))
+}
+
+/// Parses the manifest's text against the schema.
+pub fn parse_text(text: &str) -> Result<Manifest, Vec<Problem>> {
+    serde_norway::from_str(text).map_err(|e| {
         let line = e.location().map(|l| l.line());
         let msg = e.to_string();
         let msg = msg.split(" at line ").next().unwrap_or(&msg).to_string();
@@ -209,8 +215,7 @@ pub fn parse(dir: &SkillDir) -> Result<Option<(Manifest, String)>, Vec<Problem>>
             "manifest-schema",
             format!("{msg}; see docs/skillbox-yaml.md for the schema"),
         )]
-    })?;
-    Ok(Some((manifest, text)))
+    })
 }
 
 /// Limits that cannot be meant: zero, or (memory) beyond what the host can
