@@ -110,6 +110,24 @@ fn prepare_runs_no_package_code_and_pins_the_whole_set() {
     std::fs::create_dir_all(&wheels).unwrap();
     std::fs::create_dir_all(&elsewhere).unwrap();
     let marker = root.path().join("package-code-ran");
+    // A local project whose build backend would write the marker, named
+    // by a dependency's `===` version (arbitrary equality takes a path).
+    let project = root.path().join("proj");
+    std::fs::create_dir_all(&project).unwrap();
+    std::fs::write(
+        project.join("pyproject.toml"),
+        "[build-system]\nrequires = []\nbuild-backend = \"backend\"\nbackend-path = [\".\"]\n",
+    )
+    .unwrap();
+    std::fs::write(
+        project.join("backend.py"),
+        format!(
+            "open({:?}, 'w').write('ran')\n",
+            marker.display().to_string()
+        ),
+    )
+    .unwrap();
+    let climb = "/..".repeat(40);
     make_wheels(
         &elsewhere,
         json!([
@@ -128,6 +146,8 @@ fn prepare_runs_no_package_code_and_pins_the_whole_set() {
             {"name": "app", "version": "1.0", "requires": ["dep>=1.0", "never ; sys_platform == 'win32'"]},
             {"name": "dep", "version": "1.0"},
             {"name": "unhashed", "version": "1.0", "no_hash": true},
+            {"name": "arbitrary", "version": "1.0",
+             "requires": [format!("x ==={climb}{}", project.display())]},
         ]),
     );
 
@@ -153,6 +173,14 @@ fn prepare_runs_no_package_code_and_pins_the_whole_set() {
             "package code ran on the host: {refused:?}"
         );
     }
+
+    let arbitrary = prepare(&skills, &data, &wheels, "arbitrary==1.0");
+    assert_eq!(arbitrary.code, 1, "{arbitrary:?}");
+    arbitrary.stderr_says(&["not a plain comparison", "Nothing was installed"]);
+    assert!(
+        !marker.exists(),
+        "package code ran on the host: {arbitrary:?}"
+    );
 
     // The whole set is pinned and recorded with its wheels' hashes.
     let first = prepare(&skills, &data, &wheels, "app==1.0");
@@ -180,7 +208,9 @@ fn prepare_runs_no_package_code_and_pins_the_whole_set() {
     assert_eq!(again.code, 0, "{again:?}");
     assert_eq!(again.json()["distributions"], json!(["app 1.0", "dep 1.0"]));
 
-    // Other bytes under the recorded version are refused.
+    // Other bytes under the recorded version are refused, however the
+    // requirement that leads to it is spelled.
+    std::fs::remove_file(wheels.join("dep-9.9-py3-none-any.whl")).unwrap();
     make_wheels(
         &wheels,
         json!([{"name": "dep", "version": "1.0", "code": "EVIL = True\n"}]),
@@ -188,6 +218,9 @@ fn prepare_runs_no_package_code_and_pins_the_whole_set() {
     let changed = prepare(&skills, &data, &wheels, "app==1.0");
     assert_eq!(changed.code, 1, "{changed:?}");
     changed.stderr_says(&["the wheel of dep 1.0 is not the one prepared before"]);
+    let respelled = prepare(&skills, &data, &wheels, "App==1.0.0");
+    assert_eq!(respelled.code, 1, "{respelled:?}");
+    respelled.stderr_says(&["the wheel of dep 1.0 is not the one prepared before"]);
 
     let unhashed = prepare(&skills, &data, &wheels, "unhashed==1.0");
     assert_eq!(unhashed.code, 1, "{unhashed:?}");
@@ -210,6 +243,8 @@ async fn only_scripts_run_and_a_link_serves_only_what_its_target_would() {
     std::fs::write(dir.join(".secret"), "TOKEN=hunter2\n").unwrap();
     std::fs::write(dir.join("references/guide.md"), "# guide\n").unwrap();
     std::os::unix::fs::symlink("../.secret", dir.join("references/inner.md")).unwrap();
+    std::fs::write(dir.join("scripts/Shout.PY"), "print('upper case')\n").unwrap();
+    std::os::unix::fs::symlink("_hidden.py", dir.join("scripts/alias.py")).unwrap();
 
     let listed: Run = skillbox()
         .args(["skills", "list", "--json", "--skills"])
@@ -220,6 +255,10 @@ async fn only_scripts_run_and_a_link_serves_only_what_its_target_would() {
     assert_eq!(listed.code, 0, "{listed:?}");
     let shown = listed.stdout.clone();
     assert!(shown.contains("scripts/run.py"), "{shown}");
+    assert!(
+        shown.contains("scripts/Shout.PY"),
+        "any case of .py is a script: {shown}"
+    );
     for hidden in ["notes.py", "_hidden.py", "__main__.py"] {
         assert!(
             !shown.contains(hidden),
@@ -239,6 +278,7 @@ async fn only_scripts_run_and_a_link_serves_only_what_its_target_would() {
         "python3 references/notes.py",
         "python3 scripts/_hidden.py",
         "python3 -m pkg",
+        "python3 scripts/alias.py",
     ] {
         let result = call(
             &client,

@@ -1127,3 +1127,27 @@ async fn a_commit_never_writes_through_a_folder_that_became_a_link() {
         "{outcomes:?}"
     );
 }
+
+/// Red team, second round: one call makes `a/b/m -> ../..` (inside) and
+/// then `passwd -> a/b/m/../../../etc/passwd`, which is inside by name
+/// but, since the file system follows `m` before `..`, leads to
+/// `/etc/passwd`. Refused when staged; nothing is written.
+#[test]
+fn a_link_that_climbs_out_of_another_link_is_refused() {
+    let kit = stager();
+    let ws = seeded();
+    let before = tree(ws.path());
+    let run = call_steps(
+        kit.path(),
+        ws.path(),
+        &[
+            "mkdir /workspace/a/b",
+            "symlink ../.. /workspace/a/b/m",
+            "symlink a/b/m/../../../etc/passwd /workspace/passwd",
+        ],
+        &[],
+    );
+    assert_ne!(run.code, 0, "{run:?}");
+    run.stderr_says(&["climbs (`..`) out of a link"]);
+    assert_eq!(tree(ws.path()), before, "nothing was written");
+}

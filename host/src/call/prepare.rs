@@ -209,11 +209,11 @@ impl Host {
             script: format!("{}/{rel}", skill.name()),
             why,
         };
-        if !crate::skill::model::is_runnable_script(&rel) {
+        if !skill.runs_script(&rel) {
             return Err(cannot(format!(
                 "`{rel}` is a file of the skill, not one of its scripts: only files under \
-                 scripts/ run, and not those whose names start with `_` (modules the scripts \
-                 import). The skill's scripts are: {}",
+                 scripts/ run, not those whose names start with `_` (modules the scripts \
+                 import), and not through a symbolic link. The skill's scripts are: {}",
                 listed(&skill.script_names())
             )));
         }

@@ -95,6 +95,18 @@ pub enum PrepareError {
         requirement: String,
     },
     #[error(
+        "`{by}` needs `{requirement}`, whose version is not a plain comparison (`===` \
+         and versions that are not PEP 440 could name a path that pip would build); \
+         prepare takes only plain requirements. Nothing was installed."
+    )]
+    /// A dependency whose version specifier is not plain PEP 440.
+    Specifier {
+        /// The distribution that asks for it, `name version`.
+        by: String,
+        /// The requirement as its metadata writes it.
+        requirement: String,
+    },
+    #[error(
         "{name} {version} was chosen, but `{by}` needs `{name}{specifier}`; pin a version \
          that satisfies both with --with, or in the skill's requirements. Nothing was \
          installed."
@@ -197,7 +209,8 @@ pub fn prepare(
         move |e| PrepareError::Io(format!("{what}: {e}"))
     }
     std::fs::create_dir_all(dir).map_err(io("cannot create the packages folder"))?;
-    let recorded = recorded_pins(dir, requirements);
+    let previous = previous(dir);
+    let recorded = recorded_pins(previous.as_ref(), requirements);
     let staging = dir.join(format!(".staging-{}", std::process::id()));
     remove_tree(&staging);
     let site = staging.join(SITE);
@@ -215,6 +228,7 @@ pub fn prepare(
                 Some(pins) => download_recorded(&wheels, pins)?,
                 None => resolve(&wheels, requirements, &mut progress)?,
             };
+            same_bytes_as_before(previous.as_ref(), &pinned)?;
             progress(&format!("installing {} wheels", pinned.len()));
             pip_install(&site, &wheels, &pinned)?;
             pinned
@@ -264,8 +278,9 @@ pub fn site_of(dir: &Path) -> PathBuf {
     dir.join("current").join(SITE)
 }
 
-/// The set prepared before for the same requirements, if any.
-fn recorded_pins(dir: &Path, requirements: &[String]) -> Option<Vec<Pinned>> {
+/// What was prepared before: its requirements and the set they resolved
+/// to, if the folder has a record of it.
+fn previous(dir: &Path) -> Option<(Vec<String>, Vec<Pinned>)> {
     #[derive(serde::Deserialize)]
     struct Record {
         requirements: Vec<String>,
@@ -274,14 +289,46 @@ fn recorded_pins(dir: &Path, requirements: &[String]) -> Option<Vec<Pinned>> {
     }
     let text = std::fs::read(dir.join("current").join("prepared.json")).ok()?;
     let record: Record = serde_json::from_slice(&text).ok()?;
+    Some((record.requirements, record.pinned?))
+}
+
+/// The set prepared before for the same requirements, if any.
+fn recorded_pins(
+    previous: Option<&(Vec<String>, Vec<Pinned>)>,
+    requirements: &[String],
+) -> Option<Vec<Pinned>> {
+    let (asked, pinned) = previous?;
     let sorted = |list: &[String]| {
         let mut list = list.to_vec();
         list.sort();
         list
     };
-    (sorted(&record.requirements) == sorted(requirements))
-        .then_some(record.pinned)
-        .flatten()
+    (sorted(asked) == sorted(requirements)).then(|| pinned.clone())
+}
+
+/// A distribution at a version prepared before must be the same wheel,
+/// however the requirements that led to it are spelled now.
+fn same_bytes_as_before(
+    previous: Option<&(Vec<String>, Vec<Pinned>)>,
+    pinned: &[Pinned],
+) -> Result<(), PrepareError> {
+    let Some((_, before)) = previous else {
+        return Ok(());
+    };
+    for now in pinned {
+        if let Some(then) = before
+            .iter()
+            .find(|p| p.name == now.name && p.version == now.version && p.sha256 != now.sha256)
+        {
+            return Err(PrepareError::Changed {
+                name: now.name.clone(),
+                version: now.version.clone(),
+                expected: then.sha256.clone(),
+                actual: now.sha256.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// A requirement on the way to being resolved.
@@ -310,9 +357,27 @@ struct Dist {
 struct Requirement {
     name: String,
     extras: Vec<String>,
-    specifier: String,
+    /// Plain comparisons with PEP 440 versions, rebuilt by the helper;
+    /// `None` when the metadata's specifier is anything else.
+    specifier: Option<String>,
     url: Option<String>,
     text: String,
+}
+
+/// Whether `spec` can only be read by pip as a requirement on the index:
+/// a canonical name and plain version comparisons, nothing pip could take
+/// for a path (`/`), a URL or an option.
+fn index_only(name: &str, specifier: &str) -> bool {
+    let name_ok = !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-');
+    let spec_ok = specifier
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "=!<>~.,*+".contains(c))
+        && !specifier.contains("===");
+    name_ok && spec_ok
 }
 
 /// The pinned requirements and every distribution they need, as wheels
@@ -401,11 +466,19 @@ fn resolve(
                         requirement: dep.text.clone(),
                     });
                 }
+                let specifier = dep
+                    .specifier
+                    .clone()
+                    .filter(|s| index_only(&dep.name, s))
+                    .ok_or_else(|| PrepareError::Specifier {
+                        by: by.clone(),
+                        requirement: dep.text.clone(),
+                    })?;
                 queue.push(Want {
                     name: dep.name.clone(),
                     extras: dep.extras.iter().map(|e| canonical_name(e)).collect(),
-                    spec: format!("{}{}", dep.name, dep.specifier),
-                    specifier: dep.specifier.clone(),
+                    spec: format!("{}{specifier}", dep.name),
+                    specifier,
                     by: by.clone(),
                 });
             }

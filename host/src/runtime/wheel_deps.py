@@ -70,6 +70,33 @@ def holds(requirement, extras):
     return False
 
 
+# Operators whose version must be a PEP 440 version. `===` (arbitrary
+# equality) takes any text, paths included, which pip would read as a
+# local project to build: it is never passed on.
+PLAIN = ("==", "!=", "<=", ">=", "<", ">", "~=")
+
+
+def plain_specifier(specifier):
+    """The specifier rebuilt from parsed versions, or None if any clause is
+    not a plain comparison with a PEP 440 version."""
+    clauses = []
+    for clause in specifier:
+        version = clause.version
+        if clause.operator not in PLAIN:
+            return None
+        if clause.operator in ("==", "!=") and version.endswith(".*"):
+            version = version[:-2]
+            star = ".*"
+        else:
+            star = ""
+        try:
+            parsed = Version(version)
+        except Exception:
+            return None
+        clauses.append(f"{clause.operator}{parsed}{star}")
+    return ",".join(sorted(clauses))
+
+
 def deps(wheels):
     dists = []
     for item in wheels:
@@ -96,7 +123,7 @@ def deps(wheels):
             requires.append({
                 "name": canonicalize_name(req.name),
                 "extras": sorted(req.extras),
-                "specifier": str(req.specifier),
+                "specifier": plain_specifier(req.specifier),
                 "url": req.url,
                 "text": text,
             })

@@ -93,6 +93,19 @@ impl SkillDir {
         self.read_bounded(rel, limit)
     }
 
+    /// Whether `rel` is reached through no symbolic link, its own name
+    /// included.
+    pub fn has_no_link(&self, rel: &str) -> bool {
+        checked_relative(rel).is_ok_and(|r| {
+            let normal: Vec<&str> = r
+                .split('/')
+                .filter(|p| !p.is_empty() && *p != ".")
+                .collect();
+            self.real_path(r)
+                .is_some_and(|real| real == normal.join("/"))
+        })
+    }
+
     /// `rel` with every symbolic link on the way replaced by where it
     /// leads, by name, inside the folder; `None` when a link leads out of
     /// it or the links go round (40 at most, as Linux allows).

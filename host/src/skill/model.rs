@@ -93,7 +93,7 @@ impl Skill {
         self.files
             .list_files("scripts", MAX_MANIFEST_FILES)
             .into_iter()
-            .filter(|path| is_runnable_script(path) && path.ends_with(".py"))
+            .filter(|path| is_runnable_script(path) && path.to_ascii_lowercase().ends_with(".py"))
             .collect()
     }
 
@@ -101,6 +101,15 @@ impl Skill {
     /// build output).
     pub fn serves_file(&self, rel: &str) -> bool {
         self.files.serves_file(rel)
+    }
+
+    /// Whether `rel` is one of the skill's runnable scripts: by its path
+    /// ([`is_runnable_script`]), served, and a regular file reached through
+    /// no link (a link named like a script could lead to a module or a
+    /// reference, and the listing, which shows regular files, would not
+    /// show it).
+    pub fn runs_script(&self, rel: &str) -> bool {
+        is_runnable_script(rel) && self.serves_file(rel) && self.files.has_no_link(rel)
     }
 
     /// The folder as the sandbox mounts it at `/skill`.

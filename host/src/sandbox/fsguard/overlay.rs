@@ -709,6 +709,17 @@ pub(super) fn symlink_at<T: GuardedFs>(
 /// A link at `link` to `target` must lead inside the workspace, and not
 /// into a project skill folder by any name.
 fn check_link<T: GuardedFs>(state: &mut T, link: &str, target: &str) -> Result<(), Deny> {
+    if staged(state)
+        .stage
+        .overlay
+        .climbs_through_link(link, target)
+    {
+        return Err(Deny::Refused(format!(
+            "refused to link `{link}` to `{target}`: it climbs (`..`) out of a link, which \
+             the file system follows first, so where it leads cannot be judged by its name; \
+             give the target without `..` after a link"
+        )));
+    }
     let root = state.fs_guard().workspace_root.clone();
     let lower = staged(state).stage.overlay.lower();
     let refused = |refusal: protect::Refusal| Deny::Refused(refusal.message("link"));

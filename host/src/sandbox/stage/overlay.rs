@@ -572,6 +572,32 @@ impl Overlay {
         super::path::join(parent(path), target.to_str()?)
     }
 
+    /// Whether the link at `link` to `target` climbs (`..`) out of a
+    /// component that is itself a link, as the call sees the workspace.
+    /// Links are judged by name, but the file system applies `..` after
+    /// following a link, so `l -> a/m/..` with `a/m -> ../..` leads where no
+    /// lexical check looked.
+    pub fn climbs_through_link(&self, link: &str, target: &str) -> bool {
+        let mut at: Vec<&str> = parent(link).split('/').filter(|p| !p.is_empty()).collect();
+        let mut through_link = false;
+        for part in target.split('/') {
+            match part {
+                "" | "." => {}
+                ".." => {
+                    if through_link {
+                        return true;
+                    }
+                    at.pop();
+                }
+                name => {
+                    at.push(name);
+                    through_link |= self.kind(&at.join("/")) == Some(Kind::Link);
+                }
+            }
+        }
+        false
+    }
+
     /// Opens a staged file for reading (for the change set and patches).
     pub fn open_upper(&self, path: &str) -> io::Result<cap_std::fs::File> {
         self.up()?.open_with(path, OpenOptions::new().read(true))

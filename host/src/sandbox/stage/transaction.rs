@@ -96,6 +96,10 @@ struct Journal {
     version: u32,
     id: String,
     ops: Vec<Op>,
+    /// The workspace folders above the changes, as the call staged below
+    /// them: recovery applies nothing if one was replaced since.
+    #[serde(default)]
+    parents: std::collections::BTreeMap<WsPath, Fingerprint>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -326,60 +330,21 @@ impl Stage {
     /// (into a skill folder, or out of the workspace) or land where the
     /// call never looked.
     fn replaced_parents(&self) -> Vec<WsPath> {
-        self.overlay
-            .parents
-            .iter()
-            .filter(|(path, before)| {
-                let now = self.overlay.lower_meta(path).map(|m| Fingerprint::of(&m));
-                !now.is_some_and(|now| now.kind == Kind::Dir && now.ino == before.ino)
-            })
-            .map(|(path, _)| path.clone())
-            .collect()
+        replaced(&self.overlay.lower, &self.overlay.parents)
     }
 
     /// Judges every change once more where it will really land, after the
     /// folders above it were checked: no change in a project skill folder,
     /// and no link that leads out of the workspace or into such a folder.
     fn check_landing(&self, ops: &[Op]) -> Result<(), CommitError> {
-        use crate::sandbox::protect::{self, Last};
-        let lower = &self.overlay.lower;
-        let refused = |action: &str, r: protect::Refusal| CommitError::Refused(r.message(action));
-        let root = protect::fd_path(lower);
-        for op in ops {
-            let path = op.path();
-            if !journal_path_ok(path) {
-                return Err(CommitError::Refused(format!(
-                    "refused to write `{path}`: a workspace's .agents/skills and .claude/skills \
-                     folders are protected from tools"
-                )));
-            }
-            protect::check_change(lower, path, Last::Link).map_err(|r| refused("change", r))?;
-            if let Op::Link { .. } = op {
-                let target = self
-                    .overlay
-                    .up()
-                    .and_then(|u| u.read_link_contents(path))
-                    .map_err(|e| CommitError::Io(e.kind().to_string()))?;
-                let target = target.to_string_lossy();
-                protect::check_link_target(&target).map_err(|r| refused("link", r))?;
-                if let Some(root) = &root {
-                    protect::check_link_inside(lower, path, &target, root)
-                        .map_err(|r| refused("link", r))?;
-                }
-                match super::path::join(super::path::parent(path), &target) {
-                    Some(lands) => protect::check_link_target(&lands)
-                        .and_then(|()| protect::check_change(lower, &lands, Last::Link))
-                        .map_err(|r| refused("link", r))?,
-                    None => {
-                        return Err(CommitError::Refused(format!(
-                            "refused to link `{path}` to `{target}`: it would lead out of the \
-                             workspace"
-                        )));
-                    }
-                }
-            }
-        }
-        Ok(())
+        let upper = self
+            .overlay
+            .up()
+            .map_err(|e| CommitError::Io(e.kind().to_string()))?;
+        landing(&self.overlay.lower, upper, ops, |link, target| {
+            self.overlay.climbs_through_link(link, target)
+        })
+        .map_err(CommitError::Refused)
     }
 
     /// Writes the changes into the workspace, wholly, or refuses and
@@ -418,6 +383,7 @@ impl Stage {
             version: JOURNAL_VERSION,
             id: folder.id.clone(),
             ops,
+            parents: self.overlay.parents.clone(),
         };
         write_journal(&folder.path, &journal).map_err(io_error)?;
         pause_point("commit-after-journal");
@@ -476,6 +442,95 @@ fn ops_of(overlay: &Overlay) -> Vec<Op> {
     removals.into_iter().chain(rest).collect()
 }
 
+/// The folders of `parents` that are no longer the folders recorded:
+/// removed, replaced by another folder, or by a link.
+fn replaced(lower: &Dir, parents: &std::collections::BTreeMap<WsPath, Fingerprint>) -> Vec<WsPath> {
+    parents
+        .iter()
+        .filter(|(path, before)| {
+            let now = lower
+                .symlink_metadata(super::path::rel(path))
+                .ok()
+                .map(|m| Fingerprint::of(&m));
+            !now.is_some_and(|now| now.kind == Kind::Dir && now.ino == before.ino)
+        })
+        .map(|(path, _)| path.clone())
+        .collect()
+}
+
+/// Where each change lands, judged once more: no change in a project
+/// skill folder (as written and as resolved), and no link that leads out
+/// of the workspace, into such a folder, or (`climbs`) out of another
+/// link. `Err` says which, for the person.
+fn landing(
+    lower: &Dir,
+    upper: &Dir,
+    ops: &[Op],
+    climbs: impl Fn(&str, &str) -> bool,
+) -> Result<(), String> {
+    use crate::sandbox::protect::{self, Last};
+    let root = protect::fd_path(lower);
+    for op in ops {
+        let path = op.path();
+        if !journal_path_ok(path) {
+            return Err(format!(
+                "refused to write `{path}`: a workspace's .agents/skills and .claude/skills \
+                 folders are protected from tools"
+            ));
+        }
+        protect::check_change(lower, path, Last::Link).map_err(|r| r.message("change"))?;
+        if let Op::Link { .. } = op {
+            let target = upper
+                .read_link_contents(path)
+                .map_err(|e| format!("the staged link `{path}` cannot be read ({})", e.kind()))?;
+            let target = target.to_string_lossy();
+            let refused = |r: protect::Refusal| r.message("link");
+            protect::check_link_target(&target).map_err(refused)?;
+            if let Some(root) = &root {
+                protect::check_link_inside(lower, path, &target, root).map_err(refused)?;
+            }
+            if climbs(path, &target) {
+                return Err(format!(
+                    "refused to link `{path}` to `{target}`: it climbs out of a link"
+                ));
+            }
+            match super::path::join(super::path::parent(path), &target) {
+                Some(lands) => protect::check_link_target(&lands)
+                    .and_then(|()| protect::check_change(lower, &lands, Last::Link))
+                    .map_err(refused)?,
+                None => {
+                    return Err(format!(
+                        "refused to link `{path}` to `{target}`: it would lead out of the \
+                         workspace"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The folder that holds `path`, opened one name at a time without
+/// following a link, and the last name. A commit writes through this
+/// handle, so a folder on the way that became a link since the checks
+/// (a local program racing the commit) stops it instead of leading it
+/// elsewhere.
+fn parent_of<'p>(lower: &Dir, path: &'p str) -> io::Result<(Dir, &'p str)> {
+    use rustix::fs::{Mode, OFlags};
+    let (folder, name) = path.rsplit_once('/').unwrap_or(("", path));
+    let mut dir = lower.try_clone()?;
+    for part in folder.split('/').filter(|p| !p.is_empty()) {
+        let fd = rustix::fs::openat(
+            &dir,
+            part,
+            OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::RDONLY | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        dir = Dir::from_std_file(std::fs::File::from(fd));
+    }
+    Ok((dir, name))
+}
+
 fn write_journal(folder: &Path, journal: &Journal) -> io::Result<()> {
     use std::io::Write;
     let tmp = folder.join(format!("{JOURNAL}.tmp"));
@@ -490,26 +545,21 @@ fn write_journal(folder: &Path, journal: &Journal) -> io::Result<()> {
 /// part-way: every step leaves the same result when done twice.
 fn apply(lower: &Dir, upper: &Dir, journal: &Journal) -> io::Result<()> {
     for (n, op) in journal.ops.iter().enumerate() {
-        let done = match op {
-            Op::Remove { path } => lower.remove_file(path),
-            Op::RemoveDir { path } => lower.remove_dir(path),
-            Op::MakeDir { path } => lower.create_dir(path),
+        let done = parent_of(lower, op.path()).and_then(|(parent, name)| match op {
+            Op::Remove { .. } => parent.remove_file(name),
+            Op::RemoveDir { .. } => parent.remove_dir(name),
+            Op::MakeDir { .. } => parent.create_dir(name),
             Op::Write { path } | Op::Link { path } => {
-                let name = path.rsplit('/').next().unwrap_or(path);
-                let tmp = format!(
-                    "{}.skillbox-commit-{}-{n}",
-                    &path[..path.len() - name.len()],
-                    journal.id
-                );
-                let _ = lower.remove_file(&tmp);
+                let tmp = format!(".skillbox-commit-{}-{n}", journal.id);
+                let _ = parent.remove_file(&tmp);
                 if matches!(op, Op::Write { .. }) {
-                    upper.copy(path, lower, &tmp)?;
+                    upper.copy(path, &parent, &tmp)?;
                 } else {
-                    lower.symlink(upper.read_link_contents(path)?, &tmp)?;
+                    parent.symlink(upper.read_link_contents(path)?, &tmp)?;
                 }
-                lower.rename(&tmp, lower, path)
+                parent.rename(&tmp, &parent, name)
             }
-        };
+        });
         match done {
             Ok(()) => {}
             Err(e) if already_done(lower, op, &e) => {}
@@ -673,8 +723,26 @@ fn finish(lower: &Dir, folder: &Path, journal: &Journal) -> Result<(), String> {
     {
         return Err(format!("its journal names `{bad}`, which no commit writes"));
     }
+    // A folder the call itself removes or replaces may already be gone
+    // when a commit stopped part-way; its own change covers it.
+    let parents = journal
+        .parents
+        .iter()
+        .filter(|(path, _)| !journal.ops.iter().any(|op| op.path() == path.as_str()))
+        .map(|(path, fingerprint)| (path.clone(), *fingerprint))
+        .collect();
+    let moved = replaced(lower, &parents);
+    if !moved.is_empty() {
+        return Err(format!(
+            "{} was moved or replaced since the call staged its changes",
+            list(&moved)
+        ));
+    }
     let upper = Dir::open_ambient_dir(&upper_path, cap_std::ambient_authority())
         .map_err(|e| e.kind().to_string())?;
+    // The staging checks ran when the call staged these changes; the
+    // landing is judged again, as at commit.
+    landing(lower, &upper, &journal.ops, |_, _| false)?;
     apply(lower, &upper, journal).map_err(|e| e.kind().to_string())
 }
 
@@ -784,6 +852,31 @@ mod tests {
         let err = stage.commit().unwrap_err();
         assert!(matches!(err, CommitError::Replaced { .. }), "{err:?}");
         assert!(std::fs::symlink_metadata(ws.path().join("x")).is_err());
+    }
+
+    #[test]
+    fn a_commit_never_follows_a_link_swapped_in_after_its_checks() {
+        // A local program swaps `x` for a link to `.claude` between the
+        // commit's checks and its writes (here: straight before `apply`),
+        // and a crash leaves the journal for recovery: neither writes
+        // through the link.
+        let (ws, mut stage) = staged(&["x", ".claude"]);
+        stage.overlay.mkdir("x/skills").unwrap();
+        write(&mut stage, "x/skills/SKILL.md", "evil");
+        let upper = stage.overlay.up().unwrap().try_clone().unwrap();
+        let journal = Journal {
+            version: JOURNAL_VERSION,
+            id: "t".into(),
+            ops: ops_of(&stage.overlay),
+            parents: stage.overlay.parents.clone(),
+        };
+        std::fs::rename(ws.path().join("x"), ws.path().join("old")).unwrap();
+        std::os::unix::fs::symlink(".claude", ws.path().join("x")).unwrap();
+        assert!(apply(&stage.overlay.lower, &upper, &journal).is_err());
+        let folder = stage.folder.as_ref().unwrap().path.clone();
+        let why = finish(&stage.overlay.lower, &folder, &journal).unwrap_err();
+        assert!(why.contains("`x` was moved or replaced"), "{why}");
+        assert!(!ws.path().join(".claude/skills").exists());
     }
 
     #[test]
