@@ -709,33 +709,14 @@ pub(super) fn symlink_at<T: GuardedFs>(
 /// A link at `link` to `target` must lead inside the workspace, and not
 /// into a project skill folder by any name.
 fn check_link<T: GuardedFs>(state: &mut T, link: &str, target: &str) -> Result<(), Deny> {
-    if staged(state)
+    let root = state.fs_guard().workspace_root.clone();
+    match staged(state)
         .stage
         .overlay
-        .climbs_through_link(link, target)
+        .link_refusal(root.as_deref(), link, target)
     {
-        return Err(Deny::Refused(format!(
-            "refused to link `{link}` to `{target}`: it climbs (`..`) out of a link, which \
-             the file system follows first, so where it leads cannot be judged by its name; \
-             give the target without `..` after a link"
-        )));
-    }
-    let root = state.fs_guard().workspace_root.clone();
-    let lower = staged(state).stage.overlay.lower();
-    let refused = |refusal: protect::Refusal| Deny::Refused(refusal.message("link"));
-    protect::check_link_target(target).map_err(refused)?;
-    if let Some(root) = &root {
-        protect::check_link_inside(lower, link, target, root).map_err(refused)?;
-    }
-    match join(crate::sandbox::stage::parent(link), target) {
-        // A link that lands on `.claude` itself (`.claude/l -> .`) is a
-        // way into `.claude/skills` under another name.
-        Some(lands) => protect::check_link_target(&lands)
-            .and_then(|()| protect::check_change(lower, &lands, Last::Link))
-            .map_err(refused),
-        None => Err(Deny::Refused(format!(
-            "refused to link `{link}` to `{target}`: it would lead out of the workspace"
-        ))),
+        Some(why) => Err(Deny::Refused(why)),
+        None => Ok(()),
     }
 }
 

@@ -19,7 +19,7 @@ mod transaction;
 
 pub use changes::{Change, ChangeKind, ChangeSet};
 pub use overlay::{Deny, Found};
-pub use path::{Fingerprint, Kind, WsPath, join, parent, rel};
+pub use path::{Fingerprint, Kind, WsPath, join, rel};
 pub use transaction::{CommitError, Recovered, Stage, recover};
 // The installer's and the memory store's test-only pause points are this
 // module's.

@@ -598,6 +598,44 @@ impl Overlay {
         false
     }
 
+    /// Why a link at `link` to `target` may not be made, or committed, as
+    /// the call sees the workspace (`root` is its real path, when known):
+    /// it must lead inside the workspace by name and not climb out of
+    /// another link, and must not name or land on a project skill folder
+    /// (`.claude/l -> .` is a way into `.claude/skills`). The one rule the
+    /// guard applies when a guest makes a link and the commit applies
+    /// again.
+    pub fn link_refusal(
+        &self,
+        root: Option<&std::path::Path>,
+        link: &str,
+        target: &str,
+    ) -> Option<String> {
+        use crate::sandbox::protect::{self, Last};
+        if self.climbs_through_link(link, target) {
+            return Some(format!(
+                "refused to link `{link}` to `{target}`: it climbs (`..`) out of a link, which \
+                 the file system follows first, so where it leads cannot be judged by its name; \
+                 give the target without `..` after a link"
+            ));
+        }
+        let inside = root.map_or(Ok(()), |root| {
+            protect::check_link_inside(&self.lower, link, target, root)
+        });
+        if let Err(refusal) = protect::check_link_target(target).and(inside) {
+            return Some(refusal.message("link"));
+        }
+        let Some(lands) = super::path::join(parent(link), target) else {
+            return Some(format!(
+                "refused to link `{link}` to `{target}`: it would lead out of the workspace"
+            ));
+        };
+        protect::check_link_target(&lands)
+            .and_then(|()| protect::check_change(&self.lower, &lands, Last::Link))
+            .err()
+            .map(|refusal| refusal.message("link"))
+    }
+
     /// Opens a staged file for reading (for the change set and patches).
     pub fn open_upper(&self, path: &str) -> io::Result<cap_std::fs::File> {
         self.up()?.open_with(path, OpenOptions::new().read(true))

@@ -337,14 +337,7 @@ impl Stage {
     /// folders above it were checked: no change in a project skill folder,
     /// and no link that leads out of the workspace or into such a folder.
     fn check_landing(&self, ops: &[Op]) -> Result<(), CommitError> {
-        let upper = self
-            .overlay
-            .up()
-            .map_err(|e| CommitError::Io(e.kind().to_string()))?;
-        landing(&self.overlay.lower, upper, ops, |link, target| {
-            self.overlay.climbs_through_link(link, target)
-        })
-        .map_err(CommitError::Refused)
+        landing(&self.overlay, ops).map_err(CommitError::Refused)
     }
 
     /// Writes the changes into the workspace, wholly, or refuses and
@@ -459,16 +452,12 @@ fn replaced(lower: &Dir, parents: &std::collections::BTreeMap<WsPath, Fingerprin
 }
 
 /// Where each change lands, judged once more: no change in a project
-/// skill folder (as written and as resolved), and no link that leads out
-/// of the workspace, into such a folder, or (`climbs`) out of another
-/// link. `Err` says which, for the person.
-fn landing(
-    lower: &Dir,
-    upper: &Dir,
-    ops: &[Op],
-    climbs: impl Fn(&str, &str) -> bool,
-) -> Result<(), String> {
+/// skill folder (as written and as resolved), and every link by the rule
+/// that held when it was staged ([`Overlay::link_refusal`]). `Err` says
+/// which, for the person.
+fn landing(overlay: &Overlay, ops: &[Op]) -> Result<(), String> {
     use crate::sandbox::protect::{self, Last};
+    let lower = &overlay.lower;
     let root = protect::fd_path(lower);
     for op in ops {
         let path = op.path();
@@ -480,30 +469,14 @@ fn landing(
         }
         protect::check_change(lower, path, Last::Link).map_err(|r| r.message("change"))?;
         if let Op::Link { .. } = op {
-            let target = upper
-                .read_link_contents(path)
+            let target = overlay
+                .up()
+                .and_then(|upper| upper.read_link_contents(path))
                 .map_err(|e| format!("the staged link `{path}` cannot be read ({})", e.kind()))?;
-            let target = target.to_string_lossy();
-            let refused = |r: protect::Refusal| r.message("link");
-            protect::check_link_target(&target).map_err(refused)?;
-            if let Some(root) = &root {
-                protect::check_link_inside(lower, path, &target, root).map_err(refused)?;
-            }
-            if climbs(path, &target) {
-                return Err(format!(
-                    "refused to link `{path}` to `{target}`: it climbs out of a link"
-                ));
-            }
-            match super::path::join(super::path::parent(path), &target) {
-                Some(lands) => protect::check_link_target(&lands)
-                    .and_then(|()| protect::check_change(lower, &lands, Last::Link))
-                    .map_err(refused)?,
-                None => {
-                    return Err(format!(
-                        "refused to link `{path}` to `{target}`: it would lead out of the \
-                         workspace"
-                    ));
-                }
+            if let Some(why) =
+                overlay.link_refusal(root.as_deref(), path, &target.to_string_lossy())
+            {
+                return Err(why);
             }
         }
     }
@@ -740,10 +713,15 @@ fn finish(lower: &Dir, folder: &Path, journal: &Journal) -> Result<(), String> {
     }
     let upper = Dir::open_ambient_dir(&upper_path, cap_std::ambient_authority())
         .map_err(|e| e.kind().to_string())?;
-    // The staging checks ran when the call staged these changes; the
-    // landing is judged again, as at commit.
-    landing(lower, &upper, &journal.ops, |_, _| false)?;
-    apply(lower, &upper, journal).map_err(|e| e.kind().to_string())
+    // The landing is judged again, as at commit, against the workspace as
+    // it is now.
+    let view = Overlay::new(
+        lower.try_clone().map_err(|e| e.kind().to_string())?,
+        Some(upper),
+    );
+    landing(&view, &journal.ops)?;
+    let upper = view.up().map_err(|e| e.kind().to_string())?;
+    apply(lower, upper, journal).map_err(|e| e.kind().to_string())
 }
 
 /// A path a journal may name: inside the workspace, as written, and not
