@@ -877,6 +877,59 @@ fn command_line_calls_go_through_the_audited_call_path() {
     assert_eq!(records[0]["skill"], "release-check");
     assert_eq!(records[1]["tool"], "log-inspect__count-lines");
     assert_eq!(records[1]["outcome"], "ok");
+
+    // A component file named on the command line takes the same path: it
+    // is audited, and a granted secret is redacted from what it returns.
+    let r: Run = skillbox()
+        .env("SKILLBOX_STATE_DIR", state.path())
+        .env("CLI_SECRET", "hunter2-cli-secret")
+        .args(["call", "--component"])
+        .arg(component("testbed"))
+        .args(["env-vars", "--allow-env", "CLI_SECRET"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(r.stdout.contains("[redacted:CLI_SECRET]"), "{r:?}");
+    assert!(!r.stdout.contains("hunter2"), "{r:?}");
+    let r: Run = skillbox()
+        .env("SKILLBOX_STATE_DIR", state.path())
+        .args(["run-script", "--component"])
+        .arg(component("release-check"))
+        .args(["--workspace"])
+        .arg(&project)
+        .args(["--", "src/main.rs"])
+        .output()
+        .unwrap()
+        .into();
+    assert_eq!(
+        r.code, 1,
+        "release-check reports the example as blocked: {r:?}"
+    );
+    let audit = std::fs::read_to_string(state.path().join("audit.jsonl")).unwrap();
+    let records: Vec<Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(records.len(), 4, "{audit}");
+    assert_eq!(records[2]["tool"], "env-vars");
+    assert_eq!(records[2]["outcome"], "ok");
+    assert!(records[2]["skill"].is_null(), "{audit}");
+    assert!(
+        records[2]["component"]
+            .as_str()
+            .unwrap()
+            .ends_with("testbed.wasm"),
+        "{audit}"
+    );
+    assert_eq!(records[3]["tool"], "run_script");
+    assert!(
+        records[3]["component_digest"]
+            .as_str()
+            .unwrap()
+            .starts_with("sha256:"),
+        "{audit}"
+    );
     let mode = std::fs::metadata(state.path().join("audit.jsonl"))
         .unwrap()
         .permissions()

@@ -924,7 +924,7 @@ fn a_state_folder_inside_the_workspace_is_never_used() {
         .into();
     assert_ne!(run.code, 0, "{run:?}");
     run.stderr_says(&[
-        "the state folder lies inside the workspace",
+        "the workspace contains the state folder",
         "SKILLBOX_STATE_DIR",
     ]);
     let after = tree(ws.path());

@@ -2,13 +2,15 @@
 //! user's yes, the question the user is shown, and the answer a caller
 //! carries back.
 //!
-//! The host decides and enforces; asking is the transport's job (an MCP
-//! elicitation, an `input_required` round, a terminal prompt). A question
+//! The host decides when to ask and enforces the answer; the asking itself
+//! is the caller's [`Ask`] (an MCP elicitation, an `input_required` round,
+//! a terminal prompt). A question
 //! is bound by a digest to exactly what would run: the tool, its arguments,
 //! the component's digest and the grants. An approval of one call cannot
 //! be spent on another, and if any of those change between the question
 //! and the call, the user is asked again.
 
+use futures::future::BoxFuture;
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -65,19 +67,43 @@ impl std::str::FromStr for ConfirmPolicy {
     }
 }
 
-/// What a caller brings about confirmation.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub enum Approval {
-    /// Nobody was asked (yet).
-    #[default]
-    NotAsked,
-    /// The user said yes to the question with this digest.
-    Approved(String),
-    /// The user said no to the question with this digest.
-    Declined(String),
-    /// The question with this digest could not be put to anyone (the
-    /// client cannot ask): a call held for it is dropped.
-    Unanswered(String),
+/// What came of putting a question to the user.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answer {
+    /// The user said yes to exactly this question.
+    Yes,
+    /// The user said no.
+    No,
+    /// The answer comes with a later request: the stateless revision's
+    /// `input_required` result went back to the client, which asks its
+    /// user and sends the call again.
+    Deferred,
+    /// No one could be asked (the client cannot ask, or did not answer).
+    Unasked,
+}
+
+/// Who puts a call's question to the user. The caller supplies it (the MCP
+/// session asks its client, by elicitation or `input_required`); the call
+/// path decides when to ask, and what an answer is worth.
+pub trait Ask: Send + Sync {
+    /// The answer this very request already carries to `question` (a
+    /// stateless client's retry), checked before anyone is asked.
+    fn carried(&self, _question: &Question) -> Option<bool> {
+        None
+    }
+
+    /// Puts `question` to the user and waits for the answer.
+    fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer>;
+}
+
+/// The asker a caller supplies; a caller without one cannot be asked.
+#[derive(Clone)]
+pub struct Asker(pub std::sync::Arc<dyn Ask>);
+
+impl std::fmt::Debug for Asker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Asker")
+    }
 }
 
 /// The question put to the user before a confirmed call.

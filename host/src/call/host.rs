@@ -132,16 +132,18 @@ impl Host {
                 path: cache.dir().to_path_buf(),
             });
         }
-        if let Some(audit) = &self.audit {
-            out.push(HostState {
-                what: "the audit log".into(),
-                path: audit.path().to_path_buf(),
-            });
-        }
+        // The state folder before the audit log: it holds the default log,
+        // and it is what the user moves.
         if let Some(state) = crate::dirs::state_dir() {
             out.push(HostState {
                 what: "the state folder".into(),
                 path: state,
+            });
+        }
+        if let Some(audit) = &self.audit {
+            out.push(HostState {
+                what: "the audit log".into(),
+                path: audit.path().to_path_buf(),
             });
         }
         out
@@ -186,12 +188,6 @@ impl Host {
         let hit = resolved.get(skill.name())?;
         (hit.digest == skill.digest && hit.components == skill.components)
             .then(|| hit.tools.clone())
-    }
-
-    /// The resolved tools of the skill named `name` in the current catalog,
-    /// if they are resolved and current; never compiles.
-    pub fn cached_tools_of(&self, name: &str) -> Option<Arc<Vec<SkillTool>>> {
-        self.cached_tools(self.catalog().get(name)?)
     }
 
     /// The longest wall-clock limit any call can get under the user's
@@ -378,6 +374,31 @@ impl Host {
         if let Some(audit) = &self.audit {
             audit.append(&record);
         }
+    }
+
+    /// Audits a host tool that runs no guest code (`load_skill`) with the
+    /// same record and metrics as every call.
+    pub fn record_host_tool(
+        &self,
+        caller: &super::Caller,
+        tool: &str,
+        skill: Option<&Skill>,
+        argument_bytes: usize,
+        outcome: &str,
+        started: Instant,
+    ) {
+        let record = CallRecord {
+            client: caller.client.clone(),
+            tool,
+            skill,
+            component: None,
+            grants: None,
+            argument_bytes,
+            idempotency_key: caller.idempotency_key.clone(),
+            trace: caller.trace.clone(),
+            tool_resolved: true,
+        };
+        self.record(&record, outcome, started, None, &[], None);
     }
 
     /// Syncs the audit log to disk, for the HTTP drain.

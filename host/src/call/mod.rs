@@ -1,19 +1,23 @@
 //! The one way to run a skill's code. MCP, the command line and the agent
-//! all come through [`Host::call`], which does, in order:
+//! all come through [`Host::call`], whose stages run in order over one
+//! call value (pipeline.rs):
 //!
 //! ```text
-//! prepare.rs   resolve (skill, tool or script) ─> invocation policy (who may
-//!              call it now) ─> folder still in place ─> component loaded
-//!              ─> grants (user policy, declared effect)
-//! pipeline.rs  ─> confirmation (the user's yes, when the policy asks)
-//!              ─> limits (manifest clamped to ceilings, user overrides)
-//!              ─> call slot ─> sandbox (cancellable) ─> audit record
-//!              ─> redaction (granted secrets out of everything returned)
-//!              ─> reply
+//! open        prepare.rs: resolve (skill, tool or script) ─> invocation
+//!             policy (who may call it now) ─> folder still in place
+//!             ─> component loaded ─> grants ─> limits
+//! authorize   authorize.rs: the user's yes, asked through the caller's
+//!             `Ask` when the policy confirms the call
+//! run         call slot ─> sandbox (cancellable)
+//! settle      changes committed, kept in the dry run, or held for the answer
+//! record      audit record and metrics
+//! reply       granted secrets redacted out of everything returned
+//! ask after   a call that ran staged first asks with its diff (authorize.rs)
 //! ```
 //!
 //! Every check lives here once; callers only translate their wire format
-//! into a [`Target`] and a [`Caller`] (request.rs), and the reply back.
+//! into a [`Target`] and a [`Caller`] (request.rs), with an [`Ask`] that
+//! puts questions to their user, and the reply back.
 //! Host tools that run no guest code (`load_skill`) are audited here too,
 //! through [`Host::record_host_tool`].
 
@@ -26,6 +30,7 @@
 #![cfg_attr(not(feature = "mcp"), allow(dead_code, unused_imports))]
 
 pub mod audit;
+mod authorize;
 pub mod confirm;
 mod error;
 mod held;
@@ -38,7 +43,7 @@ mod request;
 mod slots;
 pub mod trace;
 
-pub use confirm::{Approval, ConfirmPolicy, Question};
+pub use confirm::{Answer, Ask, Asker, ConfirmPolicy, Question};
 pub use error::CallError;
 pub use host::{Host, HostOptions, json_size};
 pub use request::{

@@ -10,12 +10,14 @@ use super::request::{Access, Caller, Target};
 use crate::runtime::{self, ScriptKind, python};
 use crate::sandbox::{PendingComponent, SandboxError, SideEffect};
 use crate::skill::policy;
-use crate::skill::tools::{SkillTool, split_tool_name};
+use crate::skill::tools::SkillTool;
 use crate::skill::{Effect, Skill};
 
 /// What was resolved before anything runs.
 pub(super) struct Prepared {
-    pub skill: Arc<Skill>,
+    /// The skill whose code runs; `None` for a component file the user
+    /// named.
+    pub skill: Option<Arc<Skill>>,
     pub tool: Option<SkillTool>,
     /// Described; its code may still be compiling (the pipeline waits).
     pub component: Arc<PendingComponent>,
@@ -38,16 +40,26 @@ pub(super) enum Runs {
 impl Host {
     /// The grants a prepared call runs with.
     pub(super) fn grants_of(&self, prepared: &Prepared) -> policy::Resolved {
-        let mut resolved = policy::grants(&prepared.skill, &self.options.policy, prepared.effect);
+        let Some(skill) = &prepared.skill else {
+            let mut resolved = policy::bare_grants(&self.options.policy);
+            self.read_only_workspace(&mut resolved);
+            return resolved;
+        };
+        let mut resolved = policy::grants(skill, &self.options.policy, prepared.effect);
         if matches!(prepared.runs, Runs::Python { .. }) {
-            resolved.grants.packages = python::prepared_site(&prepared.skill.dir);
+            resolved.grants.packages = python::prepared_site(&skill.dir);
         }
+        self.read_only_workspace(&mut resolved);
+        resolved
+    }
+
+    /// A read-only server's calls never write the workspace.
+    fn read_only_workspace(&self, resolved: &mut policy::Resolved) {
         if self.options.read_only
             && let Some(workspace) = &mut resolved.grants.workspace
         {
             workspace.writable = false;
         }
-        resolved
     }
 
     /// Resolve, invocation policy, folder check and component load.
@@ -56,6 +68,24 @@ impl Host {
         caller: &Caller,
         target: &Target,
     ) -> Result<Prepared, CallError> {
+        match target {
+            Target::ComponentTool { path, .. } => {
+                let writes =
+                    self.options.policy.allow_write && self.options.policy.workspace.is_some();
+                let class = if writes {
+                    SideEffect::Write
+                } else {
+                    SideEffect::Read
+                };
+                return self.prepare_component(caller, path, class).await;
+            }
+            Target::ComponentScript { path, .. } => {
+                return self
+                    .prepare_component(caller, path, SideEffect::Script)
+                    .await;
+            }
+            Target::Tool { .. } | Target::Script { .. } => {}
+        }
         let catalog = self.catalog();
         let skill_name = target.skill();
         let skill = match catalog.get(skill_name) {
@@ -81,7 +111,7 @@ impl Host {
                              Skill tools are named <skill>__<function>."
                         ),
                     },
-                    Target::Script { .. } => CallError::NoSuchSkill {
+                    _ => CallError::NoSuchSkill {
                         name: skill_name.to_string(),
                         available,
                     },
@@ -136,9 +166,12 @@ impl Host {
                     effect: Some(tool.effect),
                     class: tool.effect.into(),
                     tool: Some(tool),
-                    skill,
+                    skill: Some(skill),
                     runs: Runs::Component,
                 })
+            }
+            Target::ComponentTool { .. } | Target::ComponentScript { .. } => {
+                unreachable!("component files are prepared above")
             }
             Target::Script { script, .. } => {
                 if self.options.read_only {
@@ -174,7 +207,7 @@ impl Host {
                             ),
                         })?;
                 Ok(Prepared {
-                    skill,
+                    skill: Some(skill),
                     tool: None,
                     component,
                     component_path: spec.component,
@@ -184,6 +217,37 @@ impl Host {
                 })
             }
         }
+    }
+
+    /// A component file the user named, as a one-tool skill of its own:
+    /// only the user may name a file of the host.
+    async fn prepare_component(
+        self: &Arc<Self>,
+        caller: &Caller,
+        path: &std::path::Path,
+        class: SideEffect,
+    ) -> Result<Prepared, CallError> {
+        if !matches!(caller.access, Access::User) {
+            return Err(CallError::UnknownTool {
+                name: path.display().to_string(),
+                why: "a component file can be named only by the user at the command line; a \
+                      model calls skill tools (<skill>__<function>)."
+                    .into(),
+            });
+        }
+        let (sandbox, file) = (self.sandbox.clone(), path.to_path_buf());
+        let loaded = tokio::task::spawn_blocking(move || sandbox.load_file(&file))
+            .await
+            .map_err(|_| SandboxError::Host("the loader stopped".into()))??;
+        Ok(Prepared {
+            skill: None,
+            tool: None,
+            component: Arc::new(PendingComponent::ready(loaded)),
+            component_path: path.display().to_string(),
+            effect: None,
+            class,
+            runs: Runs::Component,
+        })
     }
 
     /// A script the skill ships as source (`scripts/x.py`), run by its
@@ -243,7 +307,7 @@ impl Host {
                         )
                     })?;
                 Ok(Some(Prepared {
-                    skill: skill.clone(),
+                    skill: Some(skill.clone()),
                     tool: None,
                     component: Arc::new(PendingComponent::ready(loaded)),
                     component_path: rel.clone(),
@@ -251,20 +315,6 @@ impl Host {
                     class: SideEffect::Script,
                     runs: Runs::Python { script: rel },
                 }))
-            }
-        }
-    }
-
-    /// The side-effect class of a target, from the cached tool list; `None`
-    /// when that cannot say (a tool not resolved yet, or unknown).
-    pub(super) fn class_of(&self, target: &Target) -> Option<SideEffect> {
-        match target {
-            Target::Script { .. } => Some(SideEffect::Script),
-            Target::Tool { name, .. } => {
-                let (skill, _) = split_tool_name(name)?;
-                let tools = self.cached_tools_of(skill)?;
-                let tool = tools.iter().find(|t| &t.name == name)?;
-                Some(tool.effect.into())
             }
         }
     }

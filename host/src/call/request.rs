@@ -2,10 +2,11 @@
 //! allowed so far, and what comes back.
 
 use std::collections::BTreeSet;
+use std::path::PathBuf;
 
 use serde_json::Value;
 
-use super::confirm::Approval;
+use super::confirm::Asker;
 use super::trace::TraceContext;
 use crate::sandbox::stage::{ChangeSet, Stage};
 use crate::sandbox::{NetRequest, ScriptOutcome, Usage};
@@ -26,6 +27,21 @@ pub enum Target {
         args: Vec<String>,
         stdin: Vec<u8>,
     },
+    /// A function of a component file the user named (`skillbox call
+    /// --component`), served as a one-tool skill of its own with the
+    /// user's grants.
+    ComponentTool {
+        path: PathBuf,
+        function: String,
+        arguments: Value,
+    },
+    /// A command component file the user named (`skillbox run-script
+    /// --component`), with argv and stdin.
+    ComponentScript {
+        path: PathBuf,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+    },
 }
 
 /// Who is calling, and what they have been allowed so far.
@@ -35,8 +51,9 @@ pub struct Caller {
     pub client: Option<String>,
     pub idempotency_key: Option<String>,
     pub access: Access,
-    /// The user's answer to a confirmation question, if one was asked.
-    pub approval: Approval,
+    /// Who puts a confirmation question to the user; without one, a call
+    /// that needs the user's yes is refused with its question.
+    pub asker: Option<Asker>,
     /// Who this is for the fair share of call slots: an authenticated
     /// subject or a network address. `None` is not limited by a share.
     pub principal: Option<String>,
@@ -189,11 +206,22 @@ pub enum Outcome {
 }
 
 impl Target {
-    /// The skill the target names (empty when a tool name has no `__`).
+    /// The skill the target names (empty when a tool name has no `__`,
+    /// and for a component file).
     pub fn skill(&self) -> &str {
         match self {
             Target::Tool { name, .. } => split_tool_name(name).map_or("", |(skill, _)| skill),
             Target::Script { skill, .. } => skill,
+            Target::ComponentTool { .. } | Target::ComponentScript { .. } => "",
+        }
+    }
+
+    /// The audit log's tool name: the tool or function, or `run_script`.
+    pub fn label(&self) -> &str {
+        match self {
+            Target::Tool { name, .. } => name,
+            Target::ComponentTool { function, .. } => function,
+            Target::Script { .. } | Target::ComponentScript { .. } => SCRIPT_LABEL,
         }
     }
 }

@@ -5,7 +5,7 @@
 mod builder;
 mod compile;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -252,18 +252,7 @@ impl Skillbox {
             name: name.to_string(),
             arguments,
         };
-        let reply = self.host.call(&Caller::default(), target, cancel).await?;
-        match reply.outcome {
-            Outcome::Value(value) => Ok(ToolOutput {
-                value,
-                notes: reply.notes,
-                warnings: reply.warnings,
-                usage: reply.usage,
-                network: reply.network,
-                workspace: reply.workspace,
-            }),
-            Outcome::Script(_) => unreachable!("a tool call returns a value"),
-        }
+        self.call_for_value(target, cancel).await
     }
 
     /// Runs a skill's script with arguments and stdin in a fresh sandbox.
@@ -281,6 +270,70 @@ impl Skillbox {
             args,
             stdin,
         };
+        self.call_for_script(target, cancel).await
+    }
+
+    /// Calls `function` of the component file at `path`, as a one-tool
+    /// skill of its own: the builder's workspace, environment and network
+    /// grants, the limits of its class (a write when the workspace is
+    /// writable), the same audit record and redaction as a skill's tool.
+    pub async fn call_component(
+        &self,
+        path: &Path,
+        function: &str,
+        arguments: Value,
+        cancel: &CancellationToken,
+    ) -> Result<ToolOutput, CallError> {
+        let target = Target::ComponentTool {
+            path: path.to_path_buf(),
+            function: function.to_string(),
+            arguments,
+        };
+        self.call_for_value(target, cancel).await
+    }
+
+    /// Runs the command component file at `path` with arguments and stdin,
+    /// with the builder's grants, as [`Skillbox::run_script`] runs a
+    /// skill's script.
+    pub async fn run_component(
+        &self,
+        path: &Path,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+        cancel: &CancellationToken,
+    ) -> Result<ScriptOutput, CallError> {
+        let target = Target::ComponentScript {
+            path: path.to_path_buf(),
+            args,
+            stdin,
+        };
+        self.call_for_script(target, cancel).await
+    }
+
+    async fn call_for_value(
+        &self,
+        target: Target,
+        cancel: &CancellationToken,
+    ) -> Result<ToolOutput, CallError> {
+        let reply = self.host.call(&Caller::default(), target, cancel).await?;
+        match reply.outcome {
+            Outcome::Value(value) => Ok(ToolOutput {
+                value,
+                notes: reply.notes,
+                warnings: reply.warnings,
+                usage: reply.usage,
+                network: reply.network,
+                workspace: reply.workspace,
+            }),
+            Outcome::Script(_) => unreachable!("a function call returns a value"),
+        }
+    }
+
+    async fn call_for_script(
+        &self,
+        target: Target,
+        cancel: &CancellationToken,
+    ) -> Result<ScriptOutput, CallError> {
         let reply = self.host.call(&Caller::default(), target, cancel).await?;
         match reply.outcome {
             Outcome::Script(outcome) => Ok(ScriptOutput {
@@ -291,7 +344,7 @@ impl Skillbox {
                 usage: outcome.usage,
                 workspace: reply.workspace,
             }),
-            Outcome::Value(_) => unreachable!("a script run returns a script outcome"),
+            Outcome::Value(_) => unreachable!("a command run returns a script outcome"),
         }
     }
 

@@ -12,11 +12,12 @@
 //! only once, and only until the confirmation timeout.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use futures::future::BoxFuture;
 use hmac::{Hmac, Mac};
 use rmcp::model::{
     ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
@@ -26,9 +27,10 @@ use rmcp::service::{RequestContext, RoleServer};
 use serde_json::{Value, json};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
+use tokio::sync::watch;
 
 use super::peer;
-use crate::call::{Approval, Question};
+use crate::call::{Answer, Ask, Question};
 
 /// The key of the confirmation in `inputRequests` / `inputResponses`.
 pub const CONFIRM_KEY: &str = "confirm";
@@ -42,8 +44,8 @@ pub const DEFAULT_CONFIRM_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What asking produced.
 pub enum Asked {
-    /// The user answered.
-    Answer(Approval),
+    /// The user answered: yes or no.
+    Answer(bool),
     /// Send this to the client; it asks the user and calls again.
     InputRequired(InputRequiredResult),
     /// The client cannot ask the user.
@@ -199,14 +201,14 @@ pub fn answer_in(
     context: &RequestContext<RoleServer>,
     responses: Option<&InputResponses>,
     state: Option<&str>,
-) -> Option<Approval> {
+) -> Option<bool> {
     if !peer::stateless(context) || !peer::can_elicit(context) {
         return None;
     }
     let response: ElicitResult =
         serde_json::from_value(responses?.get(CONFIRM_KEY)?.clone()).ok()?;
     seal.open(state?, &asked_of(context), &question.digest)
-        .then(|| approval_of(&response, &question.digest))
+        .then(|| approved(&response))
 }
 
 /// Asks the client behind `context` to confirm `question`.
@@ -239,7 +241,7 @@ pub async fn ask(
         .create_elicitation_with_timeout(params, Some(seal.timeout()))
         .await
     {
-        Ok(response) => Asked::Answer(approval_of(&response, &question.digest)),
+        Ok(response) => Asked::Answer(approved(&response)),
         Err(error) => {
             tracing::warn!("the client did not answer a confirmation: {error}");
             Asked::CannotAsk
@@ -248,18 +250,90 @@ pub async fn ask(
 }
 
 /// Yes only for an accepted form whose `approve` is true.
-fn approval_of(response: &ElicitResult, digest: &str) -> Approval {
-    let approved = response.action == ElicitationAction::Accept
+fn approved(response: &ElicitResult) -> bool {
+    response.action == ElicitationAction::Accept
         && response
             .content
             .as_ref()
             .and_then(|c| c.get(APPROVE_FIELD))
             .and_then(Value::as_bool)
-            == Some(true);
-    if approved {
-        Approval::Approved(digest.to_string())
-    } else {
-        Approval::Declined(digest.to_string())
+            == Some(true)
+}
+
+/// Puts a call's questions to the client of one request, in the way its
+/// revision allows, for the call path ([`Ask`]).
+pub struct ClientAsker {
+    seal: Arc<StateSeal>,
+    context: RequestContext<RoleServer>,
+    responses: Option<InputResponses>,
+    state: Option<String>,
+    /// The `input_required` result to send instead of a reply, once a
+    /// question was deferred to the client's retry.
+    deferred: Mutex<Option<InputRequiredResult>>,
+    /// True while a question is out with the user: a call is not made a
+    /// task while its user decides.
+    asking: watch::Sender<bool>,
+}
+
+impl ClientAsker {
+    /// An asker for the request behind `context`, which may carry answers
+    /// (`inputResponses`, `requestState`) to questions asked before.
+    pub fn new(
+        seal: Arc<StateSeal>,
+        context: RequestContext<RoleServer>,
+        responses: Option<InputResponses>,
+        state: Option<String>,
+    ) -> Self {
+        ClientAsker {
+            seal,
+            context,
+            responses,
+            state,
+            deferred: Mutex::new(None),
+            asking: watch::channel(false).0,
+        }
+    }
+
+    /// Follows whether a question is out with the user.
+    pub fn asking(&self) -> watch::Receiver<bool> {
+        self.asking.subscribe()
+    }
+
+    /// The `input_required` result of a deferred question, once.
+    pub fn take_deferred(&self) -> Option<InputRequiredResult> {
+        self.deferred
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+    }
+}
+
+impl Ask for ClientAsker {
+    fn carried(&self, question: &Question) -> Option<bool> {
+        answer_in(
+            &self.seal,
+            question,
+            &self.context,
+            self.responses.as_ref(),
+            self.state.as_deref(),
+        )
+    }
+
+    fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer> {
+        Box::pin(async move {
+            self.asking.send_replace(true);
+            let asked = ask(&self.seal, question, &self.context).await;
+            self.asking.send_replace(false);
+            match asked {
+                Asked::Answer(true) => Answer::Yes,
+                Asked::Answer(false) => Answer::No,
+                Asked::InputRequired(result) => {
+                    *self.deferred.lock().unwrap_or_else(|e| e.into_inner()) = Some(result);
+                    Answer::Deferred
+                }
+                Asked::CannotAsk => Answer::Unasked,
+            }
+        })
     }
 }
 

@@ -71,7 +71,7 @@ pub struct Shared {
     changes: tokio::sync::broadcast::Sender<()>,
     pub tasks: Tasks,
     /// Seals the `requestState` of confirmation questions.
-    pub seal: StateSeal,
+    pub seal: Arc<StateSeal>,
     /// Whether the reload watcher was started.
     watching: std::sync::atomic::AtomicBool,
     /// Whether the warm-up (loading every component) was started.
@@ -89,7 +89,7 @@ impl Shared {
     pub fn new(host: Arc<Host>, options: ServeOptions) -> std::io::Result<Self> {
         Ok(Shared {
             tasks: Tasks::new(options.task_after, options.task_ttl, options.max_tasks),
-            seal: StateSeal::new(options.confirm_timeout)?,
+            seal: Arc::new(StateSeal::new(options.confirm_timeout)?),
             host,
             options,
             peers: Mutex::new(Vec::new()),

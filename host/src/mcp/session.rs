@@ -20,11 +20,11 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use super::calls::{ProgressSink, client_name, idempotency_key, trace_context};
-use super::confirm::{self, Asked};
+use super::confirm::ClientAsker;
 use super::host_tools::{self, LOAD_SKILL, READ_SKILL_FILE, RUN_SCRIPT, with_notes};
 use super::server::{Shared, ToolsMode};
 use super::{prompts, results};
-use crate::call::{Access, Approval, CallError, CallReply, Caller, Outcome, Target};
+use crate::call::{Access, Asker, CallError, CallReply, Caller, Outcome, Target};
 use crate::skill::Skill;
 use crate::skill::resident::FIND_SKILLS;
 
@@ -101,7 +101,7 @@ impl Session {
                 loaded: snapshot(&self.activated),
                 user_invoked: snapshot(&self.user_invoked),
             },
-            approval: Default::default(),
+            asker: None,
             principal: principal(context),
             trace: trace_context(context),
             dry_run: Some(self.dry_run.clone()),
@@ -177,58 +177,30 @@ impl Session {
         let _ = context.peer.notify_logging_message(param).await;
     }
 
-    /// Runs a skill tool or script for this client: the user's
-    /// confirmation first when the policy asks for it, then the call on the
-    /// host's one path, as a task when it runs long and the client declared
-    /// the tasks extension.
+    /// Runs a skill tool or script for this client on the host's one
+    /// path, which asks the user through this request's client when the
+    /// policy confirms the call; as a task when it runs long and the
+    /// client declared the tasks extension.
     async fn execute(
         &self,
         target: Target,
         request: &CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let asker = Arc::new(ClientAsker::new(
+            self.server.seal.clone(),
+            context.clone(),
+            request.input_responses.clone(),
+            request.request_state.clone(),
+        ));
+        let asking = asker.asking();
         let mut caller = self.caller(context);
-        let host = self.server.host.clone();
-        if let Some(question) = host.confirmation(&caller, &target).await {
-            let seal = &self.server.seal;
-            let answered = confirm::answer_in(
-                seal,
-                &question,
-                context,
-                request.input_responses.as_ref(),
-                request.request_state.as_deref(),
-            );
-            caller.approval = match answered {
-                Some(approval) => approval,
-                None => match confirm::ask(seal, &question, context).await {
-                    Asked::Answer(approval) => approval,
-                    Asked::InputRequired(result) => return Ok(result.into()),
-                    Asked::CannotAsk => caller.approval,
-                },
-            };
-        } else if host.runs_before_asking(&caller, &target).await {
-            // The call runs staged first, so its question can show what it
-            // would change; the answer then settles the held changes.
-            let first = host.call(&caller, target.clone(), &context.ct).await;
-            match first {
-                Err(CallError::NeedsConfirmation { question, .. })
-                    if question.changes.is_some() =>
-                {
-                    match confirm::ask(&self.server.seal, &question, context).await {
-                        Asked::Answer(approval) => caller.approval = approval,
-                        Asked::InputRequired(result) => return Ok(result.into()),
-                        Asked::CannotAsk => {
-                            caller.approval = Approval::Unanswered(question.digest.clone());
-                        }
-                    }
-                }
-                other => return self.reply(other, context).await.map(Into::into),
-            }
-        }
+        caller.asker = Some(Asker(asker.clone()));
         let label = match &target {
-            Target::Tool { name, .. } => name.clone(),
             Target::Script { skill, script, .. } => format!("{RUN_SCRIPT} {skill}/{script}"),
+            other => other.label().to_string(),
         };
+        let host = self.server.host.clone();
         let cancel = CancellationToken::new();
         let work = {
             let (session, context, cancel) = (self.clone(), context.clone(), cancel.clone());
@@ -238,17 +210,26 @@ impl Session {
             }
         };
         let may_promote = super::peer::takes_task(context);
-        self.server
+        let response = self
+            .server
             .tasks
             .run_or_promote(
                 &label,
                 may_promote.then(|| self.server.host.longest_call()),
                 work,
-                cancel,
+                (cancel, asking),
                 &context.ct,
                 ProgressSink::from_context(context),
             )
-            .await
+            .await?;
+        // A question deferred to the client's retry: the client gets the
+        // question, not the refusal the call ended with.
+        match (response, asker.take_deferred()) {
+            (CallToolResponse::Complete(_), Some(deferred)) => {
+                Ok(CallToolResponse::InputRequired(deferred))
+            }
+            (response, _) => Ok(response),
+        }
     }
 
     /// A finished call as the client reads it.

@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResponse, CallToolResult, CreateTaskResult};
 use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::calls::{ProgressSink, with_progress};
@@ -54,7 +55,8 @@ impl Tasks {
     }
 
     /// Runs `work`, which stops when `cancel` is cancelled. If it is still
-    /// running after [`Tasks::after`] and the client declared the extension
+    /// running after [`Tasks::after`] (not counting the time its user takes
+    /// to answer a question, while `asking` says so) and the client declared the extension
     /// (`promote` holds the call's time limit then), it goes on as a task
     /// and the task's handle is returned. `request` is the request's own
     /// cancellation: it stops the call only until the call becomes a task.
@@ -67,7 +69,7 @@ impl Tasks {
         label: &str,
         promote: Option<Duration>,
         work: W,
-        cancel: CancellationToken,
+        (cancel, mut asking): (CancellationToken, watch::Receiver<bool>),
         request: &CancellationToken,
         progress: Option<ProgressSink>,
     ) -> Result<CallToolResponse, McpError>
@@ -76,13 +78,23 @@ impl Tasks {
     {
         let started = Instant::now();
         let mut handle = tokio::spawn(work);
+        let mut deadline = tokio::time::Instant::now() + self.after;
         let waited = with_progress(progress, label, async {
-            tokio::select! {
-                joined = &mut handle => Some(joined),
-                () = tokio::time::sleep(self.after), if promote.is_some() => None,
-                () = request.cancelled() => {
-                    cancel.cancel();
-                    Some((&mut handle).await)
+            loop {
+                tokio::select! {
+                    joined = &mut handle => return Some(joined),
+                    () = tokio::time::sleep_until(deadline),
+                        if promote.is_some() && !*asking.borrow() => return None,
+                    // The clock starts again once the user has answered.
+                    Ok(()) = asking.changed() => {
+                        if !*asking.borrow() {
+                            deadline = tokio::time::Instant::now() + self.after;
+                        }
+                    }
+                    () = request.cancelled() => {
+                        cancel.cancel();
+                        return Some((&mut handle).await);
+                    }
                 }
             }
         })

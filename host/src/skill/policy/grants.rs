@@ -108,6 +108,31 @@ pub fn requested(skill: &Skill) -> RequestedGrants {
 /// declared `read` gets the workspace read-only even when the skill holds
 /// a write grant: the declared effect is enforced, not trusted.
 ///
+/// The grants of a component file the user names at the command line. It
+/// has no manifest to ask with, so it gets what the user's flags give: the
+/// workspace as granted, every network rule, and the environment keys
+/// granted without a skill (`--allow-env KEY`).
+pub fn bare_grants(policy: &UserPolicy) -> Resolved {
+    let env = policy
+        .allow_env
+        .iter()
+        .filter(|g| g.skill.is_none())
+        .filter_map(|g| std::env::var(&g.key).ok().map(|v| (g.key.clone(), v)))
+        .collect();
+    Resolved {
+        grants: Grants {
+            workspace: policy.workspace.as_ref().map(|dir| WorkspaceGrant {
+                host_dir: dir.clone(),
+                writable: policy.allow_write,
+            }),
+            env,
+            network: policy.allow_net.iter().map(|g| g.rule.clone()).collect(),
+            ..Grants::default()
+        },
+        notes: Vec::new(),
+    }
+}
+
 /// A skill without a manifest (a public skill as its authors ship it) can
 /// only run Python scripts, and those read the user's files: it is taken
 /// to request the workspace read-only. Writing needs a manifest that asks.

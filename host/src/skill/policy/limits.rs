@@ -70,16 +70,19 @@ pub struct LimitOverrides {
 
 /// Limits for a call of `class`: the class defaults, then the skill's
 /// manifest clamped to the user's ceilings, then the user's overrides.
-/// Returns a note for every request that was clamped.
+/// Returns a note for every request that was clamped. A component file
+/// the user named has no skill, and no manifest to ask with.
 pub fn limits(
-    skill: &Skill,
+    skill: Option<&Skill>,
     class: SideEffect,
     ceilings: &Ceilings,
     overrides: &LimitOverrides,
 ) -> (Limits, Vec<String>) {
     let mut limits = Limits::for_class(class);
     let mut notes = Vec::new();
-    if let Some(m) = skill.manifest.as_ref().map(|m| &m.limits) {
+    if let Some(skill) = skill
+        && let Some(m) = skill.manifest.as_ref().map(|m| &m.limits)
+    {
         notes = apply_requests(&mut limits, m, ceilings)
             .into_iter()
             .map(|c| format!("skill `{}` {c}", skill.name()))

@@ -49,7 +49,7 @@ pub enum PolicyError {
         "--allow-write refused: the workspace {relation} {what} ({}). A tool with write access \
          there could change code the host runs. Choose a workspace that does not overlap it, \
          drop --allow-write, or move that folder (for the cache: SKILLBOX_CACHE_DIR; for the \
-         audit log: --audit FILE).",
+         state folder: SKILLBOX_STATE_DIR; for the audit log: --audit FILE).",
         path.display()
     )]
     WriteOverHostState {

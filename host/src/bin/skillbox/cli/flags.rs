@@ -6,9 +6,7 @@ use std::time::Duration;
 use clap::Args;
 
 use super::CliError;
-use skillbox::unstable::sandbox::{
-    Grants, Limits, MAX_MEMORY_BYTES, MIB, SideEffect, WorkspaceGrant,
-};
+use skillbox::unstable::sandbox::{MAX_MEMORY_BYTES, MIB};
 use skillbox::unstable::skill::SourceOptions;
 use skillbox::unstable::skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, UserPolicy};
 use skillbox::{Builder, Skillbox};
@@ -143,8 +141,10 @@ impl SandboxFlags {
         })
     }
 
-    /// Grants for a bare component: exactly what the flags say.
-    pub fn bare_grants(&self) -> Result<Grants, CliError> {
+    /// A host builder for a component file the user names: no skills,
+    /// and the grants and limits of the flags. Such a component has no
+    /// skill, so an environment grant for a skill is a mistake.
+    pub fn bare_builder(&self) -> Result<Builder, CliError> {
         let policy = self.policy()?;
         if let Some(g) = policy.allow_env.iter().find(|g| g.skill.is_some()) {
             return Err(CliError::Usage(format!(
@@ -154,20 +154,7 @@ impl SandboxFlags {
                 g.key
             )));
         }
-        let env = policy
-            .allow_env
-            .iter()
-            .filter_map(|g| std::env::var(&g.key).ok().map(|v| (g.key.clone(), v)))
-            .collect();
-        Ok(Grants {
-            workspace: policy.workspace.map(|host_dir| WorkspaceGrant {
-                host_dir,
-                writable: policy.allow_write,
-            }),
-            env,
-            network: policy.allow_net.iter().map(|g| g.rule.clone()).collect(),
-            ..Grants::default()
-        })
+        self.grants_onto(Skillbox::builder())
     }
 
     pub fn overrides(&self) -> LimitOverrides {
@@ -190,11 +177,13 @@ impl SandboxFlags {
     /// skills a `skillbox` command sees, and nothing granted beyond the
     /// flags.
     pub fn builder(&self, sources: &SourceFlags) -> Result<Builder, CliError> {
+        self.grants_onto(sources.apply(Skillbox::builder()))
+    }
+
+    /// The flags' grants, limits and host settings, onto `builder`.
+    fn grants_onto(&self, builder: Builder) -> Result<Builder, CliError> {
         let policy = self.policy()?;
-        let mut builder = sources
-            .apply(Skillbox::builder())
-            .ceilings(policy.ceilings)
-            .limits(self.overrides());
+        let mut builder = builder.ceilings(policy.ceilings).limits(self.overrides());
         if self.read_only {
             builder = builder.read_only();
         }
@@ -219,12 +208,6 @@ impl SandboxFlags {
             builder = builder.allow_net(grant);
         }
         Ok(builder)
-    }
-
-    pub fn limits(&self, class: SideEffect) -> Limits {
-        let mut limits = Limits::for_class(class);
-        self.overrides().apply(&mut limits);
-        limits
     }
 }
 
@@ -322,24 +305,6 @@ pub fn announce_recovery(skillbox: &Skillbox) {
     for message in skillbox.recovered() {
         eprintln!("skillbox: {message}");
     }
-}
-
-/// Settles what an interrupted call left for the workspace of a bare
-/// component's call, and says so.
-pub fn recover_workspace(grants: &Grants) -> Result<(), CliError> {
-    let Some(ws) = &grants.workspace else {
-        return Ok(());
-    };
-    let done = skillbox::unstable::sandbox::stage::recover(&ws.host_dir).map_err(|e| {
-        CliError::Other(anyhow::anyhow!(
-            "the workspace has changes an interrupted call left pending, and they cannot be \
-             settled ({e}); check that the state folder is writable"
-        ))
-    })?;
-    for recovered in done {
-        eprintln!("skillbox: {}", recovered.message());
-    }
-    Ok(())
 }
 
 /// Says on stderr what a call did to the workspace.

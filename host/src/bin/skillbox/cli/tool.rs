@@ -7,12 +7,9 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::{Value, json};
 
-use super::flags::{
-    SandboxFlags, SourceFlags, announce_recovery, print_workspace, recover_workspace,
-};
+use super::flags::{SandboxFlags, SourceFlags, announce_recovery, print_workspace};
 use super::{CliError, print_json, runtime};
-use skillbox::unstable::call::redact::Redactor;
-use skillbox::unstable::sandbox::{Sandbox, SideEffect};
+use skillbox::unstable::sandbox::Sandbox;
 use skillbox::unstable::skill::tools::split_tool_name;
 use skillbox::{BuildError, CallError, CancellationToken, Skillbox};
 
@@ -86,42 +83,22 @@ pub fn call(args: CallArgs) -> Result<ExitCode, CliError> {
 
 fn call_component(path: &Path, args: &CallArgs, json_args: &Value) -> Result<ExitCode, CliError> {
     require_file(path)?;
-    let grants = args.sandbox.bare_grants()?;
-    let class = if args.sandbox.allow_write {
-        SideEffect::Write
-    } else {
-        SideEffect::Read
-    };
-    let limits = args.sandbox.limits(class);
-    recover_workspace(&grants)?;
-    let sandbox = Sandbox::new()?;
-    let component = sandbox.load_file(path)?;
-    let redactor = Redactor::new(grants.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-    let mut outcome = runtime()?
-        .block_on(async {
-            let mut out = sandbox
-                .call_traced(
-                    &component,
-                    &args.tool,
-                    json_args,
-                    &grants,
-                    &limits,
-                    &Default::default(),
-                    None,
-                )
-                .await?;
-            if !args.sandbox.dry_run {
-                out.changes = skillbox::unstable::sandbox::commit(&out.staged).await?;
-            }
-            Ok::<_, skillbox::SandboxError>(out)
-        })
-        .map_err(|e| redactor.error(e))?;
-    if grants.workspace.as_ref().is_some_and(|w| w.writable) {
-        print_workspace(Some(&bare_changes(&outcome.staged, &outcome.changes)));
-    }
-    redactor.json(&mut outcome.value);
-    print_json(&outcome.value);
+    let skillbox = one_call_host(args.sandbox.bare_builder()?)?;
+    let output = runtime()?.block_on(skillbox.call_component(
+        path,
+        &args.tool,
+        json_args.clone(),
+        &CancellationToken::new(),
+    ));
+    print_tool_output(finish(output)?);
     Ok(ExitCode::SUCCESS)
+}
+
+/// A tool's value on stdout; its notes and workspace changes on stderr.
+fn print_tool_output(output: skillbox::ToolOutput) {
+    print_notes(&output.notes);
+    print_workspace(output.workspace.as_ref());
+    print_json(&output.value);
 }
 
 fn call_skill_tool(args: &CallArgs, json_args: &Value) -> Result<ExitCode, CliError> {
@@ -131,20 +108,17 @@ fn call_skill_tool(args: &CallArgs, json_args: &Value) -> Result<ExitCode, CliEr
             args.tool
         )));
     }
-    let skillbox = one_call_host(&args.sandbox, &args.sources)?;
+    let skillbox = one_call_host(args.sandbox.builder(&args.sources)?)?;
     let output = runtime()?.block_on(skillbox.call_tool(&args.tool, json_args.clone()));
-    let output = finish(output)?;
-    print_notes(&output.notes);
-    print_workspace(output.workspace.as_ref());
-    print_json(&output.value);
+    print_tool_output(finish(output)?);
     Ok(ExitCode::SUCCESS)
 }
 
 /// A host for one call from the command line: the user's sources, grants
 /// and limits, and the audit log in the user's state folder (left out,
 /// with a warning, when it cannot be opened).
-fn one_call_host(sandbox: &SandboxFlags, sources: &SourceFlags) -> Result<Skillbox, CliError> {
-    let builder = sandbox.builder(sources)?.max_concurrency(1, None);
+fn one_call_host(builder: skillbox::Builder) -> Result<Skillbox, CliError> {
+    let builder = builder.max_concurrency(1, None);
     let skillbox = match builder.clone().default_audit_log().build() {
         Err(e @ BuildError::AuditLog { .. }) => {
             eprintln!("warning: {e}; this call is not audited");
@@ -261,67 +235,32 @@ pub fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
         None if !std::io::stdin().is_terminal() => read_own_stdin()?,
         None => Vec::new(),
     };
-    let (stdout, stderr, exit_code) = match (&args.component, &args.script) {
+    let cancel = CancellationToken::new();
+    let output = match (&args.component, &args.script) {
         (_, Some(spec)) => {
             let (skill, script) = spec.split_once('/').ok_or_else(|| {
                 CliError::Usage(format!(
                     "--script {spec}: use SKILL/SCRIPT, e.g. release-check/release-check"
                 ))
             })?;
-            let skillbox = one_call_host(&args.sandbox, &args.sources)?;
-            let output = runtime()?.block_on(skillbox.run_script(
+            let skillbox = one_call_host(args.sandbox.builder(&args.sources)?)?;
+            runtime()?.block_on(skillbox.run_script(
                 skill,
                 script,
                 args.args.clone(),
                 stdin,
-                &CancellationToken::new(),
-            ));
-            let output = finish(output)?;
-            print_notes(&output.notes);
-            print_workspace(output.workspace.as_ref());
-            (output.stdout, output.stderr, output.exit_code)
+                &cancel,
+            ))
         }
         (Some(component), None) => {
             require_file(component)?;
-            let grants = args.sandbox.bare_grants()?;
-            recover_workspace(&grants)?;
-            let limits = args.sandbox.limits(SideEffect::Script);
-            let program = component
-                .file_stem()
-                .map(|s| s.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "script".into());
-            let mut argv = vec![program];
-            argv.extend(args.args.iter().cloned());
-            let sandbox = Sandbox::new()?;
-            let component = sandbox.load_file(component)?;
-            let redactor = Redactor::new(grants.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
-            let outcome = runtime()?
-                .block_on(async {
-                    let mut out = sandbox
-                        .run_script_traced(
-                            &component,
-                            argv,
-                            stdin,
-                            &grants,
-                            &limits,
-                            &Default::default(),
-                            None,
-                        )
-                        .await?;
-                    if !args.sandbox.dry_run {
-                        out.changes = skillbox::unstable::sandbox::commit(&out.staged).await?;
-                    }
-                    Ok::<_, skillbox::SandboxError>(out)
-                })
-                .map_err(|e| redactor.error(e))?;
-            if grants.workspace.as_ref().is_some_and(|w| w.writable) {
-                print_workspace(Some(&bare_changes(&outcome.staged, &outcome.changes)));
-            }
-            (
-                redactor.text(&outcome.stdout),
-                redactor.text(&outcome.stderr),
-                outcome.exit_code,
-            )
+            let skillbox = one_call_host(args.sandbox.bare_builder()?)?;
+            runtime()?.block_on(skillbox.run_component(
+                component,
+                args.args.clone(),
+                stdin,
+                &cancel,
+            ))
         }
         (None, None) => {
             return Err(CliError::Usage(
@@ -329,6 +268,10 @@ pub fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
             ));
         }
     };
+    let output = finish(output)?;
+    print_notes(&output.notes);
+    print_workspace(output.workspace.as_ref());
+    let (stdout, stderr, exit_code) = (output.stdout, output.stderr, output.exit_code);
     print!("{stdout}");
     eprint!("{stderr}");
     Ok(ExitCode::from(exit_byte(exit_code)))
@@ -338,23 +281,4 @@ pub fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
 /// failure visible: a code that does not fit becomes 1, never 0.
 fn exit_byte(code: i32) -> u8 {
     u8::try_from(code).unwrap_or(1)
-}
-
-/// What a bare component's call did to the workspace: a dry run leaves
-/// its stage in the outcome (taken here, and dropped, so discarded);
-/// otherwise it was committed.
-fn bare_changes(
-    staged: &skillbox::unstable::sandbox::PendingChanges,
-    committed: &skillbox::ChangeSet,
-) -> skillbox::WorkspaceChanges {
-    match staged.take() {
-        Some(stage) => skillbox::WorkspaceChanges {
-            status: skillbox::WorkspaceStatus::DryRun,
-            changes: stage.changes(),
-        },
-        None => skillbox::WorkspaceChanges {
-            status: skillbox::WorkspaceStatus::Committed,
-            changes: committed.clone(),
-        },
-    }
 }
