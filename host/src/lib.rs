@@ -70,6 +70,7 @@
 pub mod agent;
 mod author;
 mod call;
+mod digest;
 mod dirs;
 #[cfg(feature = "distribute")]
 mod distribute;
@@ -83,6 +84,7 @@ mod runtime;
 mod sandbox;
 mod schema;
 mod skill;
+mod text;
 
 pub use call::{CallError, ConfirmPolicy, WorkspaceChanges, WorkspaceStatus};
 pub use embed::{

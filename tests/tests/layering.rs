@@ -15,7 +15,9 @@ use std::path::Path;
 /// The library's top-level modules, lowest layer first. A module may use
 /// only modules of a lower rank.
 const LAYERS: &[(&str, u8)] = &[
+    ("digest", 0),
     ("dirs", 0),
+    ("text", 0),
     ("net", 0),
     ("schema", 0),
     ("sandbox", 1),

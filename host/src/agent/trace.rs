@@ -222,11 +222,4 @@ pub fn reply_from_record(record: &Value) -> Option<ModelResponse> {
     Some(response)
 }
 
-/// `text` on one line, at most `max` characters.
-pub fn clip(text: &str, max: usize) -> String {
-    let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    match flat.char_indices().nth(max) {
-        None => flat,
-        Some((cut, _)) => format!("{}…", &flat[..cut]),
-    }
-}
+pub use crate::text::clip;

@@ -141,7 +141,7 @@ impl Question {
             hasher.update((part.len() as u64).to_le_bytes());
             hasher.update(part.as_bytes());
         }
-        let digest = format!("sha256:{:x}", hasher.finalize());
+        let digest = crate::digest::finish(hasher);
         Question {
             what,
             class,
@@ -160,7 +160,7 @@ impl Question {
             hasher.update((part.len() as u64).to_le_bytes());
             hasher.update(part.as_bytes());
         }
-        self.digest = format!("sha256:{:x}", hasher.finalize());
+        self.digest = crate::digest::finish(hasher);
         self.changes = Some(changes);
         self
     }
@@ -168,11 +168,7 @@ impl Question {
     /// The question as a person reads it.
     pub fn text(&self) -> String {
         let mut arguments = self.arguments.to_string();
-        if arguments.len() > 2_000 {
-            let cut = arguments.floor_char_boundary(2_000);
-            arguments.truncate(cut);
-            arguments.push('…');
-        }
+        crate::text::cut(&mut arguments, 2_000, "…");
         let mut text = format!(
             "Allow {what}? It is declared {class}.\n  arguments: {arguments}\n  grants: {grants}",
             what = self.what,

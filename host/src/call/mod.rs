@@ -43,6 +43,9 @@ mod request;
 mod slots;
 pub mod trace;
 
+#[cfg(test)]
+mod tests;
+
 pub use confirm::{Answer, Ask, Asker, ConfirmPolicy, Question};
 pub use error::CallError;
 pub use host::{Host, HostOptions, json_size};

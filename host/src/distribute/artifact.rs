@@ -272,16 +272,7 @@ pub fn layers(manifest: &[u8]) -> Result<Vec<Layer>, ArtifactError> {
 /// A name from outside as it may be printed: control and text-direction
 /// characters shown as `?`.
 pub fn shown(name: &str) -> String {
-    name.chars()
-        .take(200)
-        .map(|c| if is_unprintable(c) { '?' } else { c })
-        .collect()
-}
-
-fn is_unprintable(c: char) -> bool {
-    c.is_control()
-        || ('\u{202a}'..='\u{202e}').contains(&c)
-        || ('\u{2066}'..='\u{2069}').contains(&c)
+    crate::text::printable_line(&name.chars().take(200).collect::<String>())
 }
 
 /// Why a relative path from outside may not be written, if it may not.
@@ -293,7 +284,7 @@ pub fn check_path(path: &str) -> Result<(), &'static str> {
         return Err("is not a relative path inside the skill folder");
     }
     // Names are printed on terminals and in tab-separated reports.
-    if path.chars().any(is_unprintable) {
+    if path.chars().any(crate::text::unprintable) {
         return Err("holds control or text-direction characters");
     }
     for part in path.split('/') {

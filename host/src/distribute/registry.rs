@@ -14,10 +14,10 @@ use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::manifest::OciDescriptor;
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference};
-use sha2::{Digest as _, Sha256};
 
 use super::artifact::{MANIFEST_MEDIA_TYPE, MAX_MANIFEST_BYTES};
 use super::reference::{OciRef, is_loopback};
+use crate::text::printable_line;
 
 /// The slowest download accepted, on average over a blob.
 const MIN_BYTES_PER_SEC: u64 = 64 * 1024;
@@ -185,7 +185,7 @@ impl Registry {
             }
             _ => RegistryError::Failed {
                 registry: self.registry.clone(),
-                why: printable(&chain),
+                why: printable_line(&chain),
             },
         }
     }
@@ -281,7 +281,7 @@ impl Registry {
         };
         let failed = |why: String| RegistryError::Failed {
             registry: self.registry.clone(),
-            why: printable(&why),
+            why: printable_line(&why),
         };
         let deadline = tokio::time::Instant::now() + self.timeout * 2;
         let mut response = tokio::time::timeout_at(deadline, request.send())
@@ -399,7 +399,7 @@ impl Registry {
                 }),
                 text => RegistryError::Failed {
                     registry: self.registry.clone(),
-                    why: printable(&format!("the download of {what} broke off: {text}")),
+                    why: printable_line(&format!("the download of {what} broke off: {text}")),
                 },
             })?;
             if (bytes.len() + chunk.len()) as u64 > size {
@@ -415,7 +415,7 @@ impl Registry {
                 bytes.len()
             )));
         }
-        let actual = format!("sha256:{}", hex(&Sha256::digest(&bytes)));
+        let actual = crate::digest::sha256(&bytes);
         if actual != digest {
             return Err(tampered(format!("its bytes hash to {actual}")));
         }
@@ -437,18 +437,6 @@ impl Registry {
             }),
         }
     }
-}
-
-/// `text` with control characters shown as `?`: what a registry says is
-/// printed on a terminal.
-fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { '?' } else { c })
-        .collect()
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// The credentials for `registry` from a Docker-style `config.json`

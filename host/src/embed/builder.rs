@@ -45,16 +45,7 @@ pub struct Builder {
 impl Default for Builder {
     fn default() -> Self {
         Builder {
-            sources: SourceOptions {
-                explicit: Vec::new(),
-                trust_project: false,
-                home: None,
-                project: None,
-                system: None,
-                only: Vec::new(),
-                exclude: Vec::new(),
-                limits: Default::default(),
-            },
+            sources: SourceOptions::default(),
             policy: UserPolicy::default(),
             overrides: LimitOverrides::default(),
             read_only: false,

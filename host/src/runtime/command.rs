@@ -135,6 +135,10 @@ fn skill_relative(path: &str) -> String {
 
 /// Words as a POSIX shell would split them, refusing what only a shell
 /// could do: pipes, lists, redirections, substitutions.
+///
+/// Written here rather than taken from the `shlex` crate: refusing shell
+/// syntax needs to know whether a `|` or `$(` was quoted, which a splitter
+/// that returns only the words cannot say.
 fn split(line: &str) -> Result<Vec<String>, CommandError> {
     let mut words = Vec::new();
     let mut word = String::new();

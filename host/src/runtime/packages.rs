@@ -574,10 +574,7 @@ fn canonical_name(name: &str) -> String {
 fn sha256_file(path: &Path) -> Result<String, PrepareError> {
     let bytes =
         std::fs::read(path).map_err(|e| PrepareError::Io(format!("cannot read a wheel: {e}")))?;
-    Ok(sha2::Sha256::digest(&bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect())
+    Ok(crate::digest::sha256_hex(&bytes))
 }
 
 /// pip, run with no input in the empty folder beside `wheels`: a

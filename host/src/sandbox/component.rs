@@ -144,12 +144,3 @@ pub(crate) fn root_message(e: &wasmtime::Error) -> String {
         .map(|c| c.to_string())
         .unwrap_or_else(|| e.to_string())
 }
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
-}

@@ -344,10 +344,7 @@ impl Sandbox {
 
 /// The SHA-256 of `bytes` in lowercase hex: the identity of a component
 /// (its cache key) and, with a `sha256:` prefix, of any skill file.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    use sha2::Digest;
-    component::hex(&sha2::Sha256::digest(bytes))
-}
+pub use crate::digest::sha256_hex;
 
 /// Checks that `path` is a component-sized file, before reading it whole.
 fn component_metadata(path: &Path) -> Result<std::fs::Metadata, SandboxError> {

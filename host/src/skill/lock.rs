@@ -215,18 +215,14 @@ pub fn content_digest(files: &BTreeMap<String, String>) -> String {
         listing.push_str(digest);
         listing.push('\n');
     }
-    sha256(listing.as_bytes())
-}
-
-fn sha256(bytes: &[u8]) -> String {
-    format!("sha256:{}", crate::sandbox::sha256_hex(bytes))
+    crate::digest::sha256(listing.as_bytes())
 }
 
 /// The public key a lock entry pinned, checked against its fingerprint.
 pub fn pinned_key(signer: &Signer) -> Result<minisign::PublicKey, String> {
     let key = minisign::PublicKey::from_base64(&signer.public_key)
         .map_err(|e| format!("the pinned key {} is damaged ({e})", signer.key_id))?;
-    if sha256(&key.to_bytes()) != signer.fingerprint {
+    if crate::digest::sha256(&key.to_bytes()) != signer.fingerprint {
         return Err(format!(
             "the pinned key {} does not match its fingerprint",
             signer.key_id
@@ -359,17 +355,7 @@ fn walk(
 }
 
 /// `sha256:…` of a file, read in blocks.
-pub fn file_digest(path: &Path) -> std::io::Result<String> {
-    use sha2::{Digest, Sha256};
-    let mut file = std::fs::File::open(path)?;
-    let mut hasher = Sha256::new();
-    std::io::copy(&mut file, &mut hasher)?;
-    Ok(format!("sha256:{}", hex(&hasher.finalize())))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use crate::digest::file as file_digest;
 
 /// How the folder `dir` differs from `entry`.
 pub fn drift(entry: &LockEntry, dir: &Path) -> std::io::Result<Drift> {
@@ -410,7 +396,7 @@ mod tests {
     fn entry(files: &[(&str, &str)]) -> LockEntry {
         let files: BTreeMap<String, String> = files
             .iter()
-            .map(|(p, c)| (p.to_string(), sha256(c.as_bytes())))
+            .map(|(p, c)| (p.to_string(), crate::digest::sha256(c.as_bytes())))
             .collect();
         LockEntry {
             reference: "oci://r/x:1".into(),

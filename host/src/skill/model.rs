@@ -326,9 +326,8 @@ fn leaves_source(dir: &Path, root: &Path) -> Option<String> {
     None
 }
 
-pub fn digest(bytes: &[u8]) -> String {
-    format!("sha256:{}", crate::sandbox::sha256_hex(bytes))
-}
+/// `sha256:<hex>` of a skill file's bytes.
+pub use crate::digest::sha256 as digest;
 
 /// Whether `rel` is one of a skill's runnable scripts, by path: the one
 /// rule `run_script`, `skills list`, `load_skill` and the permissions shown

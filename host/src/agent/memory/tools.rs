@@ -264,19 +264,9 @@ pub fn recall(scope: &Scope, query: &str, found: &[Entry]) -> String {
     out
 }
 
-/// `text` with control characters other than newlines and tabs shown as
-/// `?`: stored text may come from a database someone else edited.
-pub fn printable(text: &str) -> String {
-    text.chars()
-        .map(|c| {
-            if c.is_control() && c != '\n' && c != '\t' {
-                '?'
-            } else {
-                c
-            }
-        })
-        .collect()
-}
+/// Stored text as it may be shown: it may come from a database someone
+/// else edited.
+pub use crate::text::printable;
 
 /// A timestamp as a UTC day.
 pub fn day(seconds: Option<i64>) -> String {

@@ -264,11 +264,11 @@ pub fn excerpt(overlay: &Overlay, set: &ChangeSet, max_bytes: usize) -> String {
             Err(_) => {}
         }
     }
-    if out.len() > max_bytes {
-        let cut = out.floor_char_boundary(max_bytes);
-        out.truncate(cut);
-        out.push_str("\n… (diff cut here; the list above is complete)\n");
-    }
+    crate::text::cut(
+        &mut out,
+        max_bytes,
+        "\n… (diff cut here; the list above is complete)\n",
+    );
     out
 }
 

@@ -129,14 +129,7 @@ impl Op {
 /// write to could hold a forged journal, which the next start would apply.
 pub fn txn_folder(workspace: &Path) -> io::Result<PathBuf> {
     let real = std::fs::canonicalize(workspace)?;
-    let key = {
-        use sha2::Digest;
-        let digest = sha2::Sha256::digest(real.as_os_str().as_encoded_bytes());
-        digest
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<String>()
-    };
+    let key = crate::digest::sha256_hex(real.as_os_str().as_encoded_bytes());
     let base = crate::dirs::state_dir().ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,

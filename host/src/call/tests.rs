@@ -1,0 +1,219 @@
+//! The authorize stage on its own: a real host, a real component (written
+//! as text), and an `Ask` that answers as told and counts what it was
+//! asked.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    Access, Answer, Ask, Asker, CallError, Caller, ConfirmPolicy, Host, HostOptions, Question,
+    Target,
+};
+use crate::sandbox::Sandbox;
+use crate::skill::SourceOptions;
+use crate::skill::policy::{LimitOverrides, UserPolicy};
+
+/// A component exporting `bump`, which does nothing but run.
+const BUMP: &str = r#"
+(component
+  (core module $m (func (export "bump")))
+  (core instance $i (instantiate $m))
+  (func (export "bump") (canon lift (core func $i "bump")))
+)"#;
+
+const TOOL: &str = "counter__bump";
+
+/// Answers every question with `answer`, or with `carried` before anyone
+/// is asked, and keeps the questions.
+struct Scripted {
+    carried: Option<bool>,
+    answer: Answer,
+    asked: Mutex<Vec<Question>>,
+}
+
+impl Ask for Scripted {
+    fn carried(&self, _question: &Question) -> Option<bool> {
+        self.carried
+    }
+
+    fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer> {
+        self.asked.lock().unwrap().push(question.clone());
+        Box::pin(async move { self.answer })
+    }
+}
+
+fn skill(root: &Path) {
+    let dir = root.join("counter");
+    std::fs::create_dir_all(dir.join("tools")).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: counter\ndescription: Counts calls; a unit-test fixture, never for real work.\n---\nCall counter__bump.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("skillbox.yaml"),
+        "tools:\n  - component: tools/bump.wasm\n    functions:\n      bump:\n        description: Counts one call. Test fixture.\n        effect: write\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("tools/bump.wasm"), wat::parse_str(BUMP).unwrap()).unwrap();
+}
+
+fn host(skills: &Path) -> Arc<Host> {
+    let options = HostOptions {
+        sources: SourceOptions {
+            explicit: vec![skills.to_path_buf()],
+            ..SourceOptions::default()
+        },
+        policy: UserPolicy::default(),
+        overrides: LimitOverrides::default(),
+        max_concurrency: 2,
+        max_per_client: 2,
+        read_only: false,
+        confirm: ConfirmPolicy::Write,
+        dry_run: false,
+    };
+    let sandbox = Arc::new(Sandbox::new().unwrap());
+    Arc::new(Host::new(options, sandbox, None).unwrap())
+}
+
+fn model(asker: &Arc<Scripted>) -> Caller {
+    Caller {
+        access: Access::Model {
+            require_loaded: false,
+            loaded: Default::default(),
+            user_invoked: Default::default(),
+        },
+        asker: Some(Asker(asker.clone())),
+        ..Caller::default()
+    }
+}
+
+fn scripted(carried: Option<bool>, answer: Answer) -> Arc<Scripted> {
+    Arc::new(Scripted {
+        carried,
+        answer,
+        asked: Mutex::new(Vec::new()),
+    })
+}
+
+/// Calls recorded with `outcome`, as the metrics count them.
+fn recorded(host: &Host, outcome: &str) -> usize {
+    let wanted = format!("outcome=\"{outcome}\"");
+    host.metrics_text()
+        .lines()
+        .filter(|l| l.starts_with("skillbox_calls_total") && l.contains(&wanted))
+        .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap() as usize)
+        .sum()
+}
+
+async fn bump(host: &Arc<Host>, caller: &Caller) -> Result<(), CallError> {
+    let target = Target::Tool {
+        name: TOOL.into(),
+        arguments: json!({}),
+    };
+    host.call(caller, target, &CancellationToken::new())
+        .await
+        .map(|_| ())
+}
+
+#[tokio::test]
+async fn the_question_is_asked_from_inside_the_call_and_the_answer_decides() {
+    let skills = tempfile::tempdir().unwrap();
+    skill(skills.path());
+    let host = host(skills.path());
+
+    let yes = scripted(None, Answer::Yes);
+    bump(&host, &model(&yes)).await.unwrap();
+    let asked = yes.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1, "asked once");
+    assert_eq!(asked[0].what, TOOL);
+    assert!(asked[0].changes.is_none(), "asked before it ran");
+    assert_eq!(recorded(&host, "ok"), 1);
+
+    let no = scripted(None, Answer::No);
+    let refused = bump(&host, &model(&no)).await.unwrap_err();
+    assert!(matches!(refused, CallError::Declined { .. }), "{refused}");
+    assert_eq!(recorded(&host, "ok"), 1, "a no runs nothing");
+    assert_eq!(recorded(&host, refused.code()), 1, "and is audited");
+
+    // Deferred: the client asks and sends the call again; this request is
+    // not the call's end, so it is not audited.
+    let later = scripted(None, Answer::Deferred);
+    let deferred = bump(&host, &model(&later)).await.unwrap_err();
+    assert!(
+        matches!(deferred, CallError::NeedsConfirmation { .. }),
+        "{deferred}"
+    );
+    assert_eq!(recorded(&host, deferred.code()), 0);
+
+    // The retry carries its answer: nobody is asked again.
+    let retried = scripted(Some(true), Answer::No);
+    bump(&host, &model(&retried)).await.unwrap();
+    assert!(retried.asked.lock().unwrap().is_empty());
+    assert_eq!(recorded(&host, "ok"), 2);
+}
+
+#[tokio::test]
+async fn a_caller_no_one_can_ask_is_refused_with_the_question_and_the_user_is_never_asked() {
+    let skills = tempfile::tempdir().unwrap();
+    skill(skills.path());
+    let host = host(skills.path());
+
+    let caller = Caller {
+        asker: None,
+        ..model(&scripted(None, Answer::Yes))
+    };
+    let refused = bump(&host, &caller).await.unwrap_err();
+    let CallError::NeedsConfirmation { question, .. } = &refused else {
+        panic!("{refused}");
+    };
+    assert_eq!(question.what, TOOL);
+    assert_eq!(recorded(&host, refused.code()), 1);
+
+    // The user's own calls are never asked about.
+    let asked = Arc::new(AtomicUsize::new(0));
+    struct Counting(Arc<AtomicUsize>);
+    impl Ask for Counting {
+        fn ask<'a>(&'a self, _question: &'a Question) -> BoxFuture<'a, Answer> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async { Answer::No })
+        }
+    }
+    let user = Caller {
+        asker: Some(Asker(Arc::new(Counting(asked.clone())))),
+        ..Caller::default()
+    };
+    bump(&host, &user).await.unwrap();
+    assert_eq!(asked.load(Ordering::SeqCst), 0);
+}
+
+#[tokio::test]
+async fn only_the_user_names_a_component_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bump.wasm");
+    std::fs::write(&file, wat::parse_str(BUMP).unwrap()).unwrap();
+    let host = host(dir.path());
+    let target = || Target::ComponentTool {
+        path: file.clone(),
+        function: "bump".into(),
+        arguments: json!({}),
+    };
+    let cancel = CancellationToken::new();
+    let refused = host
+        .call(&model(&scripted(None, Answer::Yes)), target(), &cancel)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, CallError::UnknownTool { .. }),
+        "{refused}"
+    );
+    host.call(&Caller::default(), target(), &cancel)
+        .await
+        .unwrap();
+    assert_eq!(recorded(&host, "ok"), 1);
+}
