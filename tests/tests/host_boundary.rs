@@ -886,6 +886,8 @@ fn command_line_calls_go_through_the_audited_call_path() {
         .args(["call", "--component"])
         .arg(component("testbed"))
         .args(["env-vars", "--allow-env", "CLI_SECRET"])
+        // With --component, a network grant's skill is not checked.
+        .args(["--allow-net", "any:example.com"])
         .output()
         .unwrap()
         .into();

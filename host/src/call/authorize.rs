@@ -8,6 +8,7 @@
 //! without running the tool again.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use serde_json::json;
 
@@ -37,6 +38,7 @@ impl Host {
         target: &Target,
     ) -> Authorized {
         if !self.confirms(call) {
+            asks_nothing_more(call.caller);
             return Authorized::Run;
         }
         let question = self.question_of(call, target);
@@ -53,10 +55,16 @@ impl Host {
         let answer = match carried(call.caller, &question) {
             Some(true) => Answer::Yes,
             Some(false) => Answer::No,
-            None => ask(call.caller, &question).await,
+            None => ask(call, &question).await,
         };
         let refusal = match answer {
-            Answer::Yes => return Authorized::Run,
+            Answer::Yes => {
+                // The call's time, for the audit and the metrics, starts
+                // after the user's.
+                call.started = Instant::now();
+                asks_nothing_more(call.caller);
+                return Authorized::Run;
+            }
             Answer::No => CallError::Declined {
                 what: question.what,
             },
@@ -85,7 +93,7 @@ impl Host {
     /// change means nothing to ask.
     pub(super) async fn ask_after(
         &self,
-        call: &Call<'_>,
+        call: &mut Call<'_>,
         reply: Result<CallReply, CallError>,
         held: HeldChanges,
     ) -> Result<CallReply, CallError> {
@@ -115,7 +123,8 @@ impl Host {
             stage,
             reply,
         ));
-        let answer = ask(call.caller, &question).await;
+        let answer = ask(call, &question).await;
+        call.started = Instant::now();
         let needs_answer = || CallError::NeedsConfirmation {
             question: Box::new(question.clone()),
             policy: self.options.confirm,
@@ -266,11 +275,21 @@ fn carried(caller: &Caller, question: &Question) -> Option<bool> {
     caller.asker.as_ref()?.0.carried(question)
 }
 
-/// Puts `question` to the caller's user; a caller no one can ask gets
-/// [`Answer::Unasked`].
-async fn ask(caller: &Caller, question: &Question) -> Answer {
-    match &caller.asker {
-        Some(asker) => asker.0.ask(question).await,
-        None => Answer::Unasked,
+/// Puts `question` to the caller's user; a caller no one can ask, and a
+/// call cancelled while it waits, get [`Answer::Unasked`].
+async fn ask(call: &Call<'_>, question: &Question) -> Answer {
+    let Some(asker) = &call.caller.asker else {
+        return Answer::Unasked;
+    };
+    tokio::select! {
+        answer = asker.0.ask(question) => answer,
+        () = call.cancel.cancelled() => Answer::Unasked,
+    }
+}
+
+/// Tells the caller's asker that this call asks nothing more.
+fn asks_nothing_more(caller: &Caller) {
+    if let Some(asker) = &caller.asker {
+        asker.0.asks_nothing_more();
     }
 }

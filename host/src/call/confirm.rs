@@ -94,6 +94,12 @@ pub trait Ask: Send + Sync {
 
     /// Puts `question` to the user and waits for the answer.
     fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer>;
+
+    /// The call path will ask nothing more of this call: it runs without
+    /// a question, or its answer came. Until then a caller keeps the call
+    /// in the foreground (the MCP session does not make it a task, whose
+    /// result could not carry a question).
+    fn asks_nothing_more(&self) {}
 }
 
 /// The asker a caller supplies; a caller without one cannot be asked.

@@ -36,6 +36,8 @@ use crate::skill::policy;
 /// was decided before it ran.
 pub(super) struct Call<'a> {
     pub caller: &'a Caller,
+    /// Stops the guest, and a question the user has not answered yet.
+    pub cancel: &'a CancellationToken,
     pub started: Instant,
     /// The audit log's tool name: the tool, or `run_script`.
     pub label: String,
@@ -178,7 +180,7 @@ impl Host {
         target: Target,
         cancel: &CancellationToken,
     ) -> Result<CallReply, CallError> {
-        let mut call = self.open(caller, &target).await?;
+        let mut call = self.open(caller, &target, cancel).await?;
         if let Authorized::Done(reply) = self.authorize(&mut call, &target).await {
             return *reply;
         }
@@ -186,7 +188,7 @@ impl Host {
         let settled = self.settle(&call, ran).await;
         self.record_settled(&call, &settled);
         let (reply, held) = reply(&mut call, settled);
-        self.ask_after(&call, reply, held).await
+        self.ask_after(&mut call, reply, held).await
     }
 
     /// Prepares the call once: resolve, invocation policy, folder check,
@@ -196,6 +198,7 @@ impl Host {
         self: &Arc<Self>,
         caller: &'a Caller,
         target: &Target,
+        cancel: &'a CancellationToken,
     ) -> Result<Call<'a>, CallError> {
         let started = Instant::now();
         let label = target.label().to_string();
@@ -254,6 +257,7 @@ impl Host {
         );
         Ok(Call {
             caller,
+            cancel,
             started,
             label,
             argument_bytes,

@@ -70,8 +70,11 @@ impl Host {
     ) -> Result<Prepared, CallError> {
         match target {
             Target::ComponentTool { path, .. } => {
-                let writes =
-                    self.options.policy.allow_write && self.options.policy.workspace.is_some();
+                // Its class follows what it may really do: write limits
+                // for a workspace it may write.
+                let writes = self.options.policy.workspace.is_some()
+                    && self.options.policy.allow_write
+                    && !self.options.read_only;
                 let class = if writes {
                     SideEffect::Write
                 } else {

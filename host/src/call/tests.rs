@@ -34,6 +34,8 @@ struct Scripted {
     carried: Option<bool>,
     answer: Answer,
     asked: Mutex<Vec<Question>>,
+    /// Times the call path said it would ask nothing more.
+    released: AtomicUsize,
 }
 
 impl Ask for Scripted {
@@ -44,6 +46,10 @@ impl Ask for Scripted {
     fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer> {
         self.asked.lock().unwrap().push(question.clone());
         Box::pin(async move { self.answer })
+    }
+
+    fn asks_nothing_more(&self) {
+        self.released.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -98,6 +104,7 @@ fn scripted(carried: Option<bool>, answer: Answer) -> Arc<Scripted> {
         carried,
         answer,
         asked: Mutex::new(Vec::new()),
+        released: AtomicUsize::new(0),
     })
 }
 
@@ -134,12 +141,14 @@ async fn the_question_is_asked_from_inside_the_call_and_the_answer_decides() {
     assert_eq!(asked[0].what, TOOL);
     assert!(asked[0].changes.is_none(), "asked before it ran");
     assert_eq!(recorded(&host, "ok"), 1);
+    assert_eq!(yes.released.load(Ordering::SeqCst), 1, "released to run");
 
     let no = scripted(None, Answer::No);
     let refused = bump(&host, &model(&no)).await.unwrap_err();
     assert!(matches!(refused, CallError::Declined { .. }), "{refused}");
     assert_eq!(recorded(&host, "ok"), 1, "a no runs nothing");
     assert_eq!(recorded(&host, refused.code()), 1, "and is audited");
+    assert_eq!(no.released.load(Ordering::SeqCst), 0);
 
     // Deferred: the client asks and sends the call again; this request is
     // not the call's end, so it is not audited.

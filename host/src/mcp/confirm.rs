@@ -270,8 +270,9 @@ pub struct ClientAsker {
     /// The `input_required` result to send instead of a reply, once a
     /// question was deferred to the client's retry.
     deferred: Mutex<Option<InputRequiredResult>>,
-    /// True while a question is out with the user: a call is not made a
-    /// task while its user decides.
+    /// True until the call path asks nothing more of the call (it runs
+    /// without a question, or its answer came): a call is not made a task
+    /// before then, since a task's result could not carry a question.
     asking: watch::Sender<bool>,
 }
 
@@ -290,11 +291,11 @@ impl ClientAsker {
             responses,
             state,
             deferred: Mutex::new(None),
-            asking: watch::channel(false).0,
+            asking: watch::channel(true).0,
         }
     }
 
-    /// Follows whether a question is out with the user.
+    /// Follows whether the call may still ask its user something.
     pub fn asking(&self) -> watch::Receiver<bool> {
         self.asking.subscribe()
     }
@@ -321,10 +322,7 @@ impl Ask for ClientAsker {
 
     fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer> {
         Box::pin(async move {
-            self.asking.send_replace(true);
-            let asked = ask(&self.seal, question, &self.context).await;
-            self.asking.send_replace(false);
-            match asked {
+            match ask(&self.seal, question, &self.context).await {
                 Asked::Answer(true) => Answer::Yes,
                 Asked::Answer(false) => Answer::No,
                 Asked::InputRequired(result) => {
@@ -334,6 +332,10 @@ impl Ask for ClientAsker {
                 Asked::CannotAsk => Answer::Unasked,
             }
         })
+    }
+
+    fn asks_nothing_more(&self) {
+        self.asking.send_replace(false);
     }
 }
 

@@ -55,8 +55,8 @@ impl Tasks {
     }
 
     /// Runs `work`, which stops when `cancel` is cancelled. If it is still
-    /// running after [`Tasks::after`] (not counting the time its user takes
-    /// to answer a question, while `asking` says so) and the client declared the extension
+    /// running after [`Tasks::after`] (counted from when `asking` says the
+    /// call will ask its user nothing more) and the client declared the extension
     /// (`promote` holds the call's time limit then), it goes on as a task
     /// and the task's handle is returned. `request` is the request's own
     /// cancellation: it stops the call only until the call becomes a task.
@@ -85,7 +85,7 @@ impl Tasks {
                     joined = &mut handle => return Some(joined),
                     () = tokio::time::sleep_until(deadline),
                         if promote.is_some() && !*asking.borrow() => return None,
-                    // The clock starts again once the user has answered.
+                    // The clock starts once the call will ask nothing more.
                     Ok(()) = asking.changed() => {
                         if !*asking.borrow() {
                             deadline = tokio::time::Instant::now() + self.after;

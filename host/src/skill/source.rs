@@ -58,6 +58,15 @@ pub struct SourceOptions {
 }
 
 impl SourceOptions {
+    /// Whether no source is named at all: no skills can ever load.
+    pub fn is_empty(&self) -> bool {
+        self.explicit.is_empty()
+            && !self.trust_project
+            && self.home.is_none()
+            && self.project.is_none()
+            && self.system.is_none()
+    }
+
     /// The sources a command-line invocation uses: the bundled skills,
     /// the user's, the current project's, and `explicit`.
     pub fn from_environment(explicit: Vec<PathBuf>, trust_project: bool) -> Self {

@@ -104,10 +104,6 @@ pub fn requested(skill: &Skill) -> RequestedGrants {
     }
 }
 
-/// The grants of a call of `skill` to a function with `effect`. A function
-/// declared `read` gets the workspace read-only even when the skill holds
-/// a write grant: the declared effect is enforced, not trusted.
-///
 /// The grants of a component file the user names at the command line. It
 /// has no manifest to ask with, so it gets what the user's flags give: the
 /// workspace as granted, every network rule, and the environment keys
@@ -133,6 +129,10 @@ pub fn bare_grants(policy: &UserPolicy) -> Resolved {
     }
 }
 
+/// The grants of a call of `skill` to a function with `effect`. A function
+/// declared `read` gets the workspace read-only even when the skill holds
+/// a write grant: the declared effect is enforced, not trusted.
+///
 /// A skill without a manifest (a public skill as its authors ship it) can
 /// only run Python scripts, and those read the user's files: it is taken
 /// to request the workspace read-only. Writing needs a manifest that asks.
