@@ -1,7 +1,7 @@
 //! Prints skillbox's stable public API, one line per item, from rustdoc's
 //! JSON output: every public path (except the unstable module), struct
 //! fields, enum variants, and the signatures of inherent methods, plus the
-//! traits each type implements. `scripts/api-check` diffs the output with
+//! traits each type implements. `scripts/check-library` diffs the output with
 //! the committed `api-tests/public-api.txt`, so a change to the surface is
 //! always a visible, reviewed change to that file.
 //!
@@ -25,7 +25,7 @@ fn main() {
         .nth(1)
         .expect("usage: api-snapshot target/doc/skillbox.json");
     let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {path}: {e}; run scripts/api-check"));
+        .unwrap_or_else(|e| panic!("cannot read {path}: {e}; run scripts/check-library"));
     let json: Value = serde_json::from_str(&text).expect("rustdoc JSON");
     let index = json["index"].as_object().expect("an index of items");
     let root = id_key(&json["root"]);

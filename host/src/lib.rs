@@ -157,9 +157,9 @@ pub mod unstable {
     /// The sandbox itself: engine, components, grants, limits.
     pub mod sandbox {
         pub use crate::sandbox::{
-            CompileOrigin, DiskCache, EngineOptions, Grants, Limits, LoadedComponent,
-            MAX_MEMORY_BYTES, MIB, PendingChanges, PinnedDir, Sandbox, SandboxError, SideEffect,
-            WorkspaceGrant, commit,
+            CompileOrigin, DiskCache, EngineOptions, Entry, Grants, GuestCall, Limits,
+            LoadedComponent, MAX_MEMORY_BYTES, MIB, PendingChanges, PinnedDir, Sandbox,
+            SandboxError, SideEffect, WorkspaceGrant, commit,
         };
         /// Staged workspace writes: the transaction a write-granted call is.
         pub mod stage {

@@ -29,7 +29,9 @@ use super::redact::Redactor;
 use super::request::{CallReply, Caller, Outcome, Target, WorkspaceChanges, WorkspaceStatus};
 use crate::runtime::python;
 use crate::sandbox::stage::{ChangeSet, Stage};
-use crate::sandbox::{Grants, Limits, NetRequest, NetTrace, PendingChanges, SandboxError, Usage};
+use crate::sandbox::{
+    Entry, Grants, GuestCall, Limits, NetRequest, NetTrace, PendingChanges, SandboxError, Usage,
+};
 use crate::skill::policy;
 
 /// One call on its way through the stages: who asked for what, and what
@@ -76,18 +78,6 @@ impl Call<'_> {
     fn writable(&self) -> bool {
         self.grants.workspace.as_ref().is_some_and(|ws| ws.writable)
     }
-}
-
-/// How the guest is entered: an exported function, or `wasi:cli/run`.
-enum Invocation {
-    Function {
-        function: String,
-        arguments: serde_json::Value,
-    },
-    Command {
-        argv: Vec<String>,
-        stdin: Vec<u8>,
-    },
 }
 
 /// A command component's `argv[0]`: its file's stem.
@@ -283,41 +273,42 @@ impl Host {
         };
         let from = dry_run.as_deref().and_then(Option::as_ref);
         let prepared = &call.prepared;
-        let invocation = match target {
-            Target::Tool { arguments, .. } => Invocation::Function {
-                function: prepared
+        let entry = match target {
+            Target::Tool { arguments, .. } => Entry::Function {
+                name: prepared
                     .tool
                     .as_ref()
                     .expect("a tool target resolves a tool")
                     .function
                     .clone(),
-                arguments,
+                args: arguments,
             },
             Target::ComponentTool {
                 function,
                 arguments,
                 ..
-            } => Invocation::Function {
-                function,
-                arguments,
+            } => Entry::Function {
+                name: function,
+                args: arguments,
             },
             Target::Script {
                 script,
                 args,
                 stdin,
                 ..
-            } => Invocation::Command {
+            } => Entry::Command {
                 argv: match &prepared.runs {
                     Runs::Python { script } => python::argv(script, args),
                     Runs::Component => std::iter::once(script).chain(args).collect(),
                 },
                 stdin,
             },
-            Target::ComponentScript { path, args, stdin } => Invocation::Command {
+            Target::ComponentScript { path, args, stdin } => Entry::Command {
                 argv: std::iter::once(program_name(&path)).chain(args).collect(),
                 stdin,
             },
         };
+        let is_command = matches!(entry, Entry::Command { .. });
         let guest = async {
             // A component still compiling is waited for before a call slot
             // is taken, and outside the call's own wall clock.
@@ -328,53 +319,37 @@ impl Host {
                 .map_err(SandboxError::Load)?;
             let _slot = self.call_slot(call.caller.principal.as_deref()).await?;
             let _active = self.metrics.active_call();
-            match invocation {
-                Invocation::Function {
-                    function,
-                    arguments,
-                } => {
-                    let out = self
-                        .sandbox
-                        .call_traced(
-                            &component,
-                            &function,
-                            &arguments,
-                            &call.grants,
-                            &call.limits,
-                            &net,
-                            from,
-                        )
-                        .await?;
-                    Ok(Output {
-                        staged: out.staged.take(),
-                        outcome: Outcome::Value(out.value),
-                        usage: out.usage,
-                        refusals: out.refusals,
-                        stderr: out.stderr,
-                    })
+            let out = self
+                .sandbox
+                .run(GuestCall {
+                    component: &component,
+                    entry,
+                    grants: &call.grants,
+                    limits: &call.limits,
+                    net: net.clone(),
+                    from,
+                })
+                .await?;
+            let staged = out.staged.take();
+            // A command's stdout and stderr are its outcome; a function's
+            // stderr is for debug logging.
+            Ok(if is_command {
+                Output {
+                    staged,
+                    usage: out.usage,
+                    refusals: out.refusals.clone(),
+                    stderr: String::new(),
+                    outcome: Outcome::Script(out),
                 }
-                Invocation::Command { argv, stdin } => {
-                    let out = self
-                        .sandbox
-                        .run_script_traced(
-                            &component,
-                            argv,
-                            stdin,
-                            &call.grants,
-                            &call.limits,
-                            &net,
-                            from,
-                        )
-                        .await?;
-                    Ok(Output {
-                        staged: out.staged.take(),
-                        usage: out.usage,
-                        refusals: out.refusals.clone(),
-                        stderr: String::new(),
-                        outcome: Outcome::Script(out),
-                    })
+            } else {
+                Output {
+                    staged,
+                    usage: out.usage,
+                    refusals: out.refusals,
+                    stderr: out.stderr,
+                    outcome: Outcome::Value(out.value),
                 }
-            }
+            })
         };
         let result = tokio::select! {
             biased;

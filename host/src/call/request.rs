@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::confirm::Asker;
 use super::trace::TraceContext;
 use crate::sandbox::stage::{ChangeSet, Stage};
-use crate::sandbox::{NetRequest, ScriptOutcome, Usage};
+use crate::sandbox::{CallOutcome, NetRequest, Usage};
 use crate::skill::tools::{SkillTool, split_tool_name};
 
 /// The audit log's tool name for script runs.
@@ -202,7 +202,7 @@ pub struct CallReply {
 #[derive(Debug, Clone)]
 pub enum Outcome {
     Value(Value),
-    Script(ScriptOutcome),
+    Script(CallOutcome),
 }
 
 impl Target {

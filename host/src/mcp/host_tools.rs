@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use super::results;
 use super::server::Shared;
 use crate::call::Target;
-use crate::sandbox::ScriptOutcome;
+use crate::sandbox::CallOutcome;
 use crate::skill::files::ReadError;
 use crate::skill::resident::{self, FIND_SKILLS};
 use crate::skill::{Catalog, Skill, invoke, policy, tools};
@@ -548,7 +548,7 @@ pub fn script_target(args: &Map<String, Value>) -> Result<Target, CallToolResult
 
 /// A finished script run as the model reads it: exit code, then stdout and
 /// stderr cut to the output budget.
-pub fn script_result(server: &Shared, outcome: &ScriptOutcome, notes: &[String]) -> CallToolResult {
+pub fn script_result(server: &Shared, outcome: &CallOutcome, notes: &[String]) -> CallToolResult {
     let budget = server.options.output_budget;
     let (stdout, _) = results::cut_head_tail(
         &outcome.stdout,

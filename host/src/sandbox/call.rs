@@ -21,11 +21,61 @@ use super::stage::{ChangeSet, CommitError, Stage};
 use super::store::{CallIo, CallState, MemoryLimitHit, new_store};
 use crate::schema::{WitType, args_from_json, to_json};
 
-/// A finished function call.
+/// How a guest is entered.
+#[derive(Debug, Clone)]
+pub enum Entry {
+    /// An exported function, with its arguments as a JSON object.
+    Function { name: String, args: Value },
+    /// A command component's `wasi:cli/run`, with `argv` (`argv[0]` is
+    /// the program's name) and `stdin`.
+    Command { argv: Vec<String>, stdin: Vec<u8> },
+}
+
+/// One call into a component: which one, how it is entered, and what it
+/// may do.
+pub struct GuestCall<'a> {
+    pub component: &'a LoadedComponent,
+    pub entry: Entry,
+    pub grants: &'a Grants,
+    pub limits: &'a Limits,
+    /// Where the guest's HTTP requests are logged. A caller that keeps a
+    /// clone knows what the guest sent whatever ends the call (a trap, a
+    /// timeout, a dropped future).
+    pub net: NetTrace,
+    /// A dry run's changes so far, which this call starts from.
+    pub from: Option<&'a Stage>,
+}
+
+impl<'a> GuestCall<'a> {
+    /// A call of `entry` with nothing logged outside the outcome and no
+    /// dry run to start from.
+    pub fn new(
+        component: &'a LoadedComponent,
+        entry: Entry,
+        grants: &'a Grants,
+        limits: &'a Limits,
+    ) -> Self {
+        GuestCall {
+            component,
+            entry,
+            grants,
+            limits,
+            net: NetTrace::default(),
+            from: None,
+        }
+    }
+}
+
+/// A finished call: a function's value, or a command's exit code (a
+/// non-zero exit is an outcome, not an error), and what it printed, used
+/// and changed.
 #[derive(Debug, Clone)]
 pub struct CallOutcome {
-    /// The function's result as JSON (`null` for a function without one).
+    /// A function's result as JSON; `null` for a function without one and
+    /// for a command.
     pub value: Value,
+    /// A command's exit code; 0 for a function.
+    pub exit_code: i32,
     pub stdout: String,
     pub stderr: String,
     pub usage: Usage,
@@ -33,25 +83,11 @@ pub struct CallOutcome {
     pub network: Vec<NetRequest>,
     /// Requests the egress policy refused although the call went on.
     pub refusals: Vec<String>,
-    /// The workspace changes the call staged, not yet written.
-    pub staged: PendingChanges,
-    /// What the call changed in the workspace, once committed.
-    pub changes: ChangeSet,
-}
-
-/// A finished script run. A non-zero exit is an outcome, not an error.
-#[derive(Debug, Clone)]
-pub struct ScriptOutcome {
-    pub exit_code: i32,
-    pub stdout: String,
-    pub stderr: String,
-    pub usage: Usage,
-    pub network: Vec<NetRequest>,
-    pub refusals: Vec<String>,
-    /// The workspace changes the script staged, not yet written. A script
-    /// that exits non-zero failed, like a tool returning `err`: its
+    /// The workspace changes the call staged, not yet written. A command
+    /// that exits non-zero failed, like a function returning `err`: its
     /// changes are discarded and this is empty.
     pub staged: PendingChanges,
+    /// What the call changed in the workspace, once committed.
     pub changes: ChangeSet,
 }
 
@@ -126,16 +162,39 @@ fn as_millis<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error
     s.serialize_f64(d.as_secs_f64() * 1000.0)
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn call_function(
+/// Runs `call` in a fresh store.
+pub(crate) async fn run(
+    engine: &SandboxEngine,
+    call: GuestCall<'_>,
+) -> Result<CallOutcome, SandboxError> {
+    let GuestCall {
+        component,
+        entry,
+        grants,
+        limits,
+        net,
+        from,
+    } = call;
+    match entry {
+        Entry::Function { name, args } => {
+            call_function(engine, component, &name, &args, (grants, limits, net, from)).await
+        }
+        Entry::Command { argv, stdin } => {
+            run_command(engine, component, argv, stdin, (grants, limits, net, from)).await
+        }
+    }
+}
+
+/// What every call runs with: its grants and limits, its network log, and
+/// the dry run it starts from.
+type Setting<'a> = (&'a Grants, &'a Limits, NetTrace, Option<&'a Stage>);
+
+async fn call_function(
     engine: &SandboxEngine,
     component: &LoadedComponent,
     function: &str,
     args: &Value,
-    grants: &Grants,
-    limits: &Limits,
-    net: NetTrace,
-    from: Option<&Stage>,
+    (grants, limits, net, from): Setting<'_>,
 ) -> Result<CallOutcome, SandboxError> {
     let func =
         component
@@ -192,6 +251,7 @@ pub(crate) async fn call_function(
     }
     Ok(CallOutcome {
         value,
+        exit_code: 0,
         stdout: io.stdout.text(),
         stderr: io.stderr.text(),
         usage,
@@ -202,17 +262,13 @@ pub(crate) async fn call_function(
     })
 }
 
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn run_command(
+async fn run_command(
     engine: &SandboxEngine,
     component: &LoadedComponent,
     argv: Vec<String>,
     stdin: Vec<u8>,
-    grants: &Grants,
-    limits: &Limits,
-    net: NetTrace,
-    from: Option<&Stage>,
-) -> Result<ScriptOutcome, SandboxError> {
+    (grants, limits, net, from): Setting<'_>,
+) -> Result<CallOutcome, SandboxError> {
     if !component.exports.is_command {
         return Err(SandboxError::Load(
             "it is not a command component (it does not export wasi:cli/run); call its \
@@ -250,7 +306,8 @@ pub(crate) async fn run_command(
     check_streams(&io)?;
     check_network(&net, limits)?;
     let stage = store.data_mut().fs.take_stage();
-    Ok(ScriptOutcome {
+    Ok(CallOutcome {
+        value: Value::Null,
         exit_code,
         stdout: io.stdout.text(),
         stderr: io.stderr.text(),

@@ -37,7 +37,7 @@ use serde_json::Value;
 use tokio::sync::Semaphore;
 
 pub use cache::{DEFAULT_CACHE_MAX_BYTES, DiskCache};
-pub use call::{CallOutcome, PendingChanges, ScriptOutcome, Usage, commit};
+pub use call::{CallOutcome, Entry, GuestCall, PendingChanges, Usage, commit};
 pub use component::{CompileOrigin, LoadedComponent, header_problem};
 pub use egress::{NetRequest, NetRule, NetTrace};
 pub use engine::{EngineError, EngineOptions, MAX_MEMORY_BYTES, POOL_INSTANCES};
@@ -48,7 +48,6 @@ pub use mount::{Mount, QuotaKind};
 pub use pending::{Compiled, PendingComponent};
 
 use engine::SandboxEngine;
-use stage::Stage;
 
 /// Components larger than this are refused before reading them whole.
 pub const MAX_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
@@ -233,53 +232,16 @@ impl Sandbox {
         grants: &Grants,
         limits: &Limits,
     ) -> Result<CallOutcome, SandboxError> {
-        let mut out = self
-            .call_traced(
-                component,
-                function,
-                args,
-                grants,
-                limits,
-                &NetTrace::default(),
-                None,
-            )
-            .await?;
-        out.changes = commit(&out.staged).await?;
-        Ok(out)
-    }
-
-    /// [`Sandbox::call`], logging its HTTP requests to `net`, which the
-    /// caller keeps: whatever the outcome (a trap, a timeout, a dropped
-    /// future), what the guest sent is there. Its workspace changes are
-    /// left staged in the outcome (on top of `from`'s, for a dry run), for
-    /// the caller to commit.
-    #[allow(clippy::too_many_arguments)]
-    pub async fn call_traced(
-        &self,
-        component: &LoadedComponent,
-        function: &str,
-        args: &Value,
-        grants: &Grants,
-        limits: &Limits,
-        net: &NetTrace,
-        from: Option<&Stage>,
-    ) -> Result<CallOutcome, SandboxError> {
-        let _slot = self.slot().await?;
-        call::call_function(
-            &self.engine,
-            component,
-            function,
-            args,
-            grants,
-            limits,
-            net.clone(),
-            from,
-        )
-        .await
+        let entry = Entry::Function {
+            name: function.to_string(),
+            args: args.clone(),
+        };
+        self.run_and_commit(GuestCall::new(component, entry, grants, limits))
+            .await
     }
 
     /// Runs a command component with `argv` (`argv[0]` is the program name)
-    /// and `stdin`.
+    /// and `stdin`; its changes are committed when it exits 0.
     pub async fn run_script(
         &self,
         component: &LoadedComponent,
@@ -287,47 +249,24 @@ impl Sandbox {
         stdin: Vec<u8>,
         grants: &Grants,
         limits: &Limits,
-    ) -> Result<ScriptOutcome, SandboxError> {
-        let mut out = self
-            .run_script_traced(
-                component,
-                argv,
-                stdin,
-                grants,
-                limits,
-                &NetTrace::default(),
-                None,
-            )
-            .await?;
-        out.changes = commit(&out.staged).await?;
-        Ok(out)
+    ) -> Result<CallOutcome, SandboxError> {
+        let entry = Entry::Command { argv, stdin };
+        self.run_and_commit(GuestCall::new(component, entry, grants, limits))
+            .await
     }
 
-    /// [`Sandbox::run_script`], logging its HTTP requests to `net`, its
-    /// workspace changes left staged (see [`Sandbox::call_traced`]).
-    #[allow(clippy::too_many_arguments)]
-    pub async fn run_script_traced(
-        &self,
-        component: &LoadedComponent,
-        argv: Vec<String>,
-        stdin: Vec<u8>,
-        grants: &Grants,
-        limits: &Limits,
-        net: &NetTrace,
-        from: Option<&Stage>,
-    ) -> Result<ScriptOutcome, SandboxError> {
+    /// Runs `call`, its workspace changes left staged in the outcome (on
+    /// top of `call.from`'s, for a dry run), for the caller to commit.
+    pub async fn run(&self, call: GuestCall<'_>) -> Result<CallOutcome, SandboxError> {
         let _slot = self.slot().await?;
-        call::run_command(
-            &self.engine,
-            component,
-            argv,
-            stdin,
-            grants,
-            limits,
-            net.clone(),
-            from,
-        )
-        .await
+        call::run(&self.engine, call).await
+    }
+
+    /// [`Sandbox::run`], then the changes committed.
+    async fn run_and_commit(&self, call: GuestCall<'_>) -> Result<CallOutcome, SandboxError> {
+        let mut out = self.run(call).await?;
+        out.changes = commit(&out.staged).await?;
+        Ok(out)
     }
 
     async fn slot(&self) -> Result<tokio::sync::SemaphorePermit<'_>, SandboxError> {

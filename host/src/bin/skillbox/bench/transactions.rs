@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::Stats;
 use skillbox::unstable::sandbox::{
-    Grants, Limits, LoadedComponent, Sandbox, SideEffect, WorkspaceGrant, commit,
+    Entry, Grants, GuestCall, Limits, LoadedComponent, Sandbox, SideEffect, WorkspaceGrant, commit,
 };
 
 pub struct TransactionFigures {
@@ -127,16 +127,12 @@ pub async fn run(testbed: &Path, iterations: usize) -> anyhow::Result<Transactio
     let mut samples = Vec::new();
     for _ in 0..iterations.clamp(5, 30) {
         std::fs::remove_dir_all(ws.path().join("batch")).ok();
+        let entry = Entry::Function {
+            name: "stage-steps".into(),
+            args: args.clone(),
+        };
         let out = sandbox
-            .call_traced(
-                &testbed,
-                "stage-steps",
-                &args,
-                &writable,
-                &limits,
-                &Default::default(),
-                None,
-            )
+            .run(GuestCall::new(&testbed, entry, &writable, &limits))
             .await?;
         let start = Instant::now();
         let written = commit(&out.staged).await?;
