@@ -5,7 +5,13 @@
 //! the committed `api-tests/public-api.txt`, so a change to the surface is
 //! always a visible, reviewed change to that file.
 //!
-//! Usage: `api-snapshot target/doc/skillbox.json`
+//! Usage: `api-snapshot target/doc/skillbox.json [target/doc/DEP.json…]`
+//!
+//! rustdoc's JSON does not copy an item another crate defines into the
+//! crate that re-exports it; the JSON of each workspace crate given after
+//! the first lets a re-export be followed into the crate that defines it,
+//! so a type the sandbox crate defines is listed, fields and methods, as
+//! `skillbox` exports it.
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -14,23 +20,33 @@ use serde_json::Value;
 /// The part of the surface with no stability promise.
 const UNSTABLE: &str = "unstable";
 
-struct Doc<'a> {
-    index: &'a serde_json::Map<String, Value>,
+struct Doc {
+    /// Each crate's rustdoc JSON, the one listed first.
+    crates: Vec<Value>,
+    /// The crate whose items are being read now.
+    current: usize,
     lines: BTreeSet<String>,
     seen: HashSet<String>,
 }
 
 fn main() {
-    let path = std::env::args()
-        .nth(1)
-        .expect("usage: api-snapshot target/doc/skillbox.json");
-    let text = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("cannot read {path}: {e}; run scripts/check-library"));
-    let json: Value = serde_json::from_str(&text).expect("rustdoc JSON");
-    let index = json["index"].as_object().expect("an index of items");
-    let root = id_key(&json["root"]);
+    let paths: Vec<String> = std::env::args().skip(1).collect();
+    assert!(
+        !paths.is_empty(),
+        "usage: api-snapshot target/doc/skillbox.json [target/doc/DEP.json…]"
+    );
+    let crates: Vec<Value> = paths
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path)
+                .unwrap_or_else(|e| panic!("cannot read {path}: {e}; run scripts/check-library"));
+            serde_json::from_str(&text).expect("rustdoc JSON")
+        })
+        .collect();
+    let root = id_key(&crates[0]["root"]);
     let mut doc = Doc {
-        index,
+        crates,
+        current: 0,
         lines: BTreeSet::new(),
         seen: HashSet::new(),
     };
@@ -47,9 +63,28 @@ fn id_key(id: &Value) -> String {
     }
 }
 
-impl Doc<'_> {
+impl Doc {
     fn item(&self, id: &str) -> Option<&Value> {
-        self.index.get(id)
+        self.crates[self.current]["index"].get(id)
+    }
+
+    /// The crate and id that define the item `id` of the current crate
+    /// names but another crate defines, when that crate's JSON was given.
+    fn defined_elsewhere(&self, id: &str) -> Option<(usize, String)> {
+        let here = &self.crates[self.current];
+        let summary = here["paths"].get(id)?;
+        let crate_id = id_key(&summary["crate_id"]);
+        let name = here["external_crates"].get(&crate_id)?["name"].as_str()?;
+        let path = &summary["path"];
+        self.crates.iter().enumerate().find_map(|(n, other)| {
+            let root = other["index"].get(id_key(&other["root"]))?;
+            if root["name"].as_str() != Some(name) {
+                return None;
+            }
+            other["paths"].as_object()?.iter().find_map(|(key, p)| {
+                (p["crate_id"] == 0 && &p["path"] == path).then(|| (n, key.clone()))
+            })
+        })
     }
 
     fn module(&mut self, id: &str, path: &str) {
@@ -83,6 +118,10 @@ impl Doc<'_> {
                 let target = id_key(target);
                 if self.item(&target).is_some() {
                     self.named(&target, &format!("{parent}::{name}"));
+                } else if let Some((defining, target)) = self.defined_elsewhere(&target) {
+                    let here = std::mem::replace(&mut self.current, defining);
+                    self.named(&target, &format!("{parent}::{name}"));
+                    self.current = here;
                 } else {
                     self.lines
                         .insert(format!("pub use {parent}::{name} = {}", inner["source"]));
@@ -100,7 +139,7 @@ impl Doc<'_> {
     }
 
     fn named(&mut self, id: &str, path: &str) {
-        if !self.seen.insert(format!("{id}@{path}")) {
+        if !self.seen.insert(format!("{}:{id}@{path}", self.current)) {
             return;
         }
         let Some(item) = self.item(id).cloned() else {

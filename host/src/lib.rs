@@ -70,8 +70,6 @@
 pub mod agent;
 mod author;
 mod call;
-mod digest;
-mod dirs;
 #[cfg(feature = "distribute")]
 mod distribute;
 mod embed;
@@ -81,18 +79,25 @@ pub mod mcp;
 #[cfg(any(feature = "http", feature = "agent"))]
 mod net;
 mod runtime;
-mod sandbox;
-mod schema;
 mod skill;
-mod text;
+
+// The lowest layer is a crate of its own; its modules keep the paths the
+// layers above name them by.
+use skillbox_sandbox as sandbox;
+use skillbox_sandbox::{digest, dirs, schema, text};
 
 pub use call::{CallError, ConfirmPolicy, WorkspaceChanges, WorkspaceStatus};
 pub use embed::{
     BuildError, Builder, CompileOutcome, Compiled, ScriptOutput, SkillInfo, Skillbox, ToolInfo,
     ToolOutput,
 };
+// The sandbox crate's types an embedder sees, documented here as
+// `skillbox`'s own.
+#[doc(inline)]
 pub use sandbox::stage::{Change, ChangeKind, ChangeSet, Kind as EntryKind};
+#[doc(inline)]
 pub use sandbox::{EngineError, Mount, NetRequest, NetRule, QuotaKind, SandboxError, Usage};
+#[doc(inline)]
 pub use schema::ArgError;
 pub use skill::Effect;
 pub use skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, PolicyError};

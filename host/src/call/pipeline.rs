@@ -160,7 +160,12 @@ impl Host {
         if let Some(trace) = &caller.trace {
             trace.continue_in(&span);
         }
-        self.stages(caller, target, cancel).instrument(span).await
+        // Boxed: the stages make a deep future, and a caller's own future
+        // (a server an embedder spawns) would otherwise outgrow the
+        // compiler's type-layout depth.
+        Box::pin(self.stages(caller, target, cancel))
+            .instrument(span)
+            .await
     }
 
     /// The stages, in order.

@@ -213,14 +213,8 @@ mod tests {
             "x [redacted:NAME].example"
         );
         assert_eq!(r.text("b%C3%BCcher%2Dx"), "[redacted:NAME]");
-        let request = NetRequest {
-            host: "s3crettoken.evil.example".into(),
-            port: 80,
-            method: "GET".into(),
-            status: None,
-            bytes: 0,
-            outcome: "denied".into(),
-        };
+        let mut request = NetRequest::pending("s3crettoken.evil.example".into(), 80, "GET".into());
+        request.outcome = "denied".into();
         assert_eq!(r.request(&request).host, "[redacted:TOKEN].evil.example");
     }
 }

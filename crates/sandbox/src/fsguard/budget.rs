@@ -6,9 +6,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use bytes::Bytes;
 use wasmtime_wasi::p2::{DynOutputStream, OutputStream, Pollable, StreamError};
 
-use crate::sandbox::mount::{Mount, QuotaExceeded, QuotaKind};
+use crate::mount::{Mount, QuotaExceeded, QuotaKind};
 
-/// Per-mount limits, from [`crate::sandbox::Limits`].
+/// Per-mount limits, from [`crate::Limits`].
 #[derive(Debug, Clone, Copy)]
 pub struct QuotaLimits {
     pub bytes: u64,

@@ -23,5 +23,4 @@ pub use path::{Fingerprint, Kind, WsPath, join, rel};
 pub use transaction::{CommitError, Recovered, Stage, recover};
 // The installer's and the memory store's test-only pause points are this
 // module's.
-#[cfg(any(feature = "distribute", feature = "agent"))]
 pub use transaction::pause_point;

@@ -59,7 +59,6 @@ pub fn data_dir() -> Option<PathBuf> {
 
 /// The user's configuration folder: `$SKILLBOX_CONFIG_DIR`,
 /// `$XDG_CONFIG_HOME/skillbox` or `~/.config/skillbox` (the trusted keys).
-#[cfg(feature = "distribute")]
 pub fn config_dir() -> Option<PathBuf> {
     user_dir("SKILLBOX_CONFIG_DIR", "XDG_CONFIG_HOME", ".config")
 }

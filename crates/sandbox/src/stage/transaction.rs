@@ -449,7 +449,7 @@ fn replaced(lower: &Dir, parents: &std::collections::BTreeMap<WsPath, Fingerprin
 /// that held when it was staged ([`Overlay::link_refusal`]). `Err` says
 /// which, for the person.
 fn landing(overlay: &Overlay, ops: &[Op]) -> Result<(), String> {
-    use crate::sandbox::protect::{self, Last};
+    use crate::protect::{self, Last};
     let lower = &overlay.lower;
     let root = protect::fd_path(lower);
     for op in ops {

@@ -1,4 +1,11 @@
-//! The sandbox: one engine per process, a fresh store per call, hard limits.
+//! skillbox's sandbox, the lowest layer: one engine per process, a fresh
+//! store per call, hard limits, capability-scoped files and network, and
+//! the workspace transactions. With it, what every layer above shares:
+//! component types as JSON Schema (`schema`), SHA-256 digests (`digest`),
+//! the host's own folders (`dirs`) and text made printable (`text`).
+//!
+//! A crate of its own, so Cargo holds the layering: nothing here can reach
+//! the skills, the call path or the protocols above it.
 //!
 //! ```text
 //! Sandbox::load_file ──> LoadedComponent (compiled once, InstancePre, typed exports)
@@ -6,9 +13,17 @@
 //!                         ─> classify what stopped it ─> JSON result or SandboxError
 //! ```
 
-// Internal: reachable to embedders only through `skillbox::unstable`; the
-// stable types defined here carry their own `deny(missing_docs)`.
+// Internal: reachable to embedders only through `skillbox::unstable` and
+// the stable re-exports of `skillbox`.
 #![allow(missing_docs)]
+// stdout is the MCP channel when serving over stdio: the library never
+// writes to it.
+#![deny(clippy::print_stdout)]
+
+pub mod digest;
+pub mod dirs;
+pub mod schema;
+pub mod text;
 
 mod cache;
 mod call;
@@ -200,7 +215,7 @@ impl Sandbox {
         if let Some(problem) = header_problem(&bytes) {
             return Err(SandboxError::Load(format!("the file {problem}")));
         }
-        let exports = crate::schema::read_exports_from_binary(&bytes)
+        let exports = schema::read_exports_from_binary(&bytes)
             .map_err(|e| SandboxError::Load(format!("it is refused: {e}")))?;
         let (pending, done) = PendingComponent::new(format!("sha256:{key}"), exports);
         let pending = Arc::new(pending);
@@ -311,7 +326,7 @@ fn file_name(path: &Path) -> String {
 }
 
 /// An I/O error's kind in words, without the OS's path-bearing message.
-pub(crate) fn io_reason(e: &std::io::Error) -> String {
+pub fn io_reason(e: &std::io::Error) -> String {
     match e.kind() {
         std::io::ErrorKind::NotFound => "no such file".into(),
         std::io::ErrorKind::PermissionDenied => "permission denied".into(),

@@ -611,7 +611,7 @@ impl Overlay {
         link: &str,
         target: &str,
     ) -> Option<String> {
-        use crate::sandbox::protect::{self, Last};
+        use crate::protect::{self, Last};
         if self.climbs_through_link(link, target) {
             return Some(format!(
                 "refused to link `{link}` to `{target}`: it climbs (`..`) out of a link, which \

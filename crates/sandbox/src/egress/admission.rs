@@ -29,6 +29,20 @@ pub struct NetRequest {
     pub outcome: String,
 }
 
+impl NetRequest {
+    /// A request as it is first seen, before the policy admits it.
+    pub fn pending(host: String, port: u16, method: String) -> Self {
+        NetRequest {
+            host,
+            port,
+            method,
+            status: None,
+            bytes: 0,
+            outcome: "pending".into(),
+        }
+    }
+}
+
 /// What a call did on the network.
 #[derive(Debug, Clone, Default)]
 pub struct NetLog {
@@ -76,14 +90,11 @@ impl Admission {
             .to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
         let index = log.requests.len();
-        log.requests.push(NetRequest {
-            host: host.clone(),
+        log.requests.push(NetRequest::pending(
+            host.clone(),
             port,
-            method: request.method().to_string(),
-            status: None,
-            bytes: 0,
-            outcome: "pending".into(),
-        });
+            request.method().to_string(),
+        ));
         let refuse = |log: &mut NetLog, outcome: &str, why: String, error: HttpError| {
             log.requests[index].outcome = outcome.into();
             log.refusals.push(why);

@@ -22,8 +22,8 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 use wasmtime_wasi::{FsPerms, OpenMode};
 
 use super::{GuardedFs, Mount, QuotaKind, refused, spend, to_wire};
-use crate::sandbox::protect::{self, Last};
-use crate::sandbox::stage::{Deny, Fingerprint, Found, Kind, Stage, WsPath, join, rel};
+use crate::protect::{self, Last};
+use crate::stage::{Deny, Fingerprint, Found, Kind, Stage, WsPath, join, rel};
 
 type Wire<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
 

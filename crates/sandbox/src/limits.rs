@@ -36,7 +36,7 @@ impl SideEffect {
 }
 
 /// The limits one sandboxed call runs under. Every field is enforced by the
-/// sandbox and, when hit, reported as its own [`crate::sandbox::SandboxError`].
+/// sandbox and, when hit, reported as its own [`crate::SandboxError`].
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Limits {
     /// Wall-clock time, enforced by epoch interruption.
