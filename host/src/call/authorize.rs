@@ -21,8 +21,9 @@ use super::pipeline::{Authorized, Call, Held as HeldChanges};
 use super::request::{
     Access, CallReply, Caller, SCRIPT_LABEL, Target, WorkspaceChanges, WorkspaceStatus,
 };
-use crate::sandbox::PendingChanges;
 use crate::sandbox::stage::ChangeSet;
+use crate::sandbox::{PendingChanges, SideEffect};
+use crate::skill::tools::split_tool_name;
 
 /// Bytes of diff a staged call's question shows.
 const QUESTION_DIFF_BYTES: usize = 4_000;
@@ -217,6 +218,33 @@ impl Host {
         }
     }
 
+    /// Whether `target` is, before it is prepared, known never to be asked
+    /// about: the user's own call, or a class the policy does not confirm,
+    /// from the target and the cached tool list alone. `false` when that
+    /// cannot tell; [`Host::authorize`] then decides.
+    pub(super) fn never_asks(&self, caller: &Caller, target: &Target) -> bool {
+        if matches!(caller.access, Access::User) {
+            return true;
+        }
+        let class = match target {
+            Target::Script { .. } | Target::ComponentScript { .. } => SideEffect::Script,
+            Target::Tool { name, .. } => {
+                let Some((skill, _)) = split_tool_name(name) else {
+                    return false;
+                };
+                let Some(tool) = self
+                    .cached_tools_of(skill)
+                    .and_then(|tools| tools.iter().find(|t| &t.name == name).cloned())
+                else {
+                    return false;
+                };
+                tool.effect.into()
+            }
+            Target::ComponentTool { .. } => return false,
+        };
+        !self.options.confirm.needs(class)
+    }
+
     /// A model's calls of a class the policy confirms need the user's yes;
     /// the user's own calls (the command line) do not. A dry run writes
     /// nothing, so only a call that reaches the network still has
@@ -288,7 +316,7 @@ async fn ask(call: &Call<'_>, question: &Question) -> Answer {
 }
 
 /// Tells the caller's asker that this call asks nothing more.
-fn asks_nothing_more(caller: &Caller) {
+pub(super) fn asks_nothing_more(caller: &Caller) {
     if let Some(asker) = &caller.asker {
         asker.0.asks_nothing_more();
     }

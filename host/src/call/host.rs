@@ -195,6 +195,12 @@ impl Host {
             .then(|| hit.tools.clone())
     }
 
+    /// The resolved tools of the skill named `name` in the current catalog,
+    /// if they are resolved and current; never compiles.
+    pub fn cached_tools_of(&self, name: &str) -> Option<Arc<Vec<SkillTool>>> {
+        self.cached_tools(self.catalog().get(name)?)
+    }
+
     /// The longest wall-clock limit any call can get under the user's
     /// policy: their override, else the larger of the ceiling and the
     /// longest class default.

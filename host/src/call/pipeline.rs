@@ -21,6 +21,7 @@ use tokio::sync::OwnedMutexGuard;
 use tokio_util::sync::CancellationToken;
 
 use super::audit::WorkspaceRecord;
+use super::authorize::asks_nothing_more;
 use super::confirm::Question;
 use super::error::CallError;
 use super::host::{CallRecord, Host, json_size};
@@ -175,6 +176,13 @@ impl Host {
         target: Target,
         cancel: &CancellationToken,
     ) -> Result<CallReply, CallError> {
+        // Most calls are of a class the policy never asks about, which the
+        // target and the cached tool list tell before anything is
+        // prepared: such a call may become a task while it is (a cold
+        // compile of its code).
+        if self.never_asks(caller, &target) {
+            asks_nothing_more(caller);
+        }
         let mut call = self.open(caller, &target, cancel).await?;
         if let Authorized::Done(reply) = self.authorize(&mut call, &target).await {
             return *reply;

@@ -335,7 +335,9 @@ impl Ask for ClientAsker {
     }
 
     fn asks_nothing_more(&self) {
-        self.asking.send_replace(false);
+        // Said once: saying it again would restart the task clock.
+        self.asking
+            .send_if_modified(|asking| std::mem::replace(asking, false));
     }
 }
 
