@@ -39,7 +39,7 @@ impl Host {
         target: &Target,
     ) -> Authorized {
         if !self.confirms(call) {
-            asks_nothing_more(call.caller);
+            call.caller.asks_nothing_more();
             return Authorized::Run;
         }
         let question = self.question_of(call, target);
@@ -63,7 +63,7 @@ impl Host {
                 // The call's time, for the audit and the metrics, starts
                 // after the user's.
                 call.started = Instant::now();
-                asks_nothing_more(call.caller);
+                call.caller.asks_nothing_more();
                 return Authorized::Run;
             }
             Answer::No => CallError::Declined {
@@ -312,12 +312,5 @@ async fn ask(call: &Call<'_>, question: &Question) -> Answer {
     tokio::select! {
         answer = asker.0.ask(question) => answer,
         () = call.cancel.cancelled() => Answer::Unasked,
-    }
-}
-
-/// Tells the caller's asker that this call asks nothing more.
-pub(super) fn asks_nothing_more(caller: &Caller) {
-    if let Some(asker) = &caller.asker {
-        asker.0.asks_nothing_more();
     }
 }

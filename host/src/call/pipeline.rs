@@ -21,7 +21,6 @@ use tokio::sync::OwnedMutexGuard;
 use tokio_util::sync::CancellationToken;
 
 use super::audit::WorkspaceRecord;
-use super::authorize::asks_nothing_more;
 use super::confirm::Question;
 use super::error::CallError;
 use super::host::{CallRecord, Host, json_size};
@@ -181,7 +180,7 @@ impl Host {
         // prepared: such a call may become a task while it is (a cold
         // compile of its code).
         if self.never_asks(caller, &target) {
-            asks_nothing_more(caller);
+            caller.asks_nothing_more();
         }
         let mut call = self.open(caller, &target, cancel).await?;
         if let Authorized::Done(reply) = self.authorize(&mut call, &target).await {

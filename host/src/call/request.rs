@@ -64,6 +64,15 @@ pub struct Caller {
     pub dry_run: Option<DryRun>,
 }
 
+impl Caller {
+    /// Tells the caller's asker that this call will ask nothing more.
+    pub(super) fn asks_nothing_more(&self) {
+        if let Some(asker) = &self.asker {
+            asker.0.asks_nothing_more();
+        }
+    }
+}
+
 /// A dry run's staged workspace changes so far. Each call starts from
 /// them, and a call that succeeds leaves its changes on top; nothing ever
 /// reaches the workspace. Clones share the changes.
