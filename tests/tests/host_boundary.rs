@@ -830,30 +830,40 @@ async fn resource_sizes_never_follow_a_link_out_of_the_skill() {
     client.cancel().await.unwrap();
 }
 
+/// The audit log in `state`, as text and as records.
+fn audit_records(state: &Path) -> (String, Vec<Value>) {
+    let audit = std::fs::read_to_string(state.join("audit.jsonl")).unwrap();
+    let records = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    (audit, records)
+}
+
 // The one call path: the command line's script runs and tool calls are
 // audited like any other call.
 #[test]
 fn command_line_calls_go_through_the_audited_call_path() {
     let state = tempfile::tempdir().unwrap();
     let project = skillbox_e2e::repo().join("examples/release-project");
-    let r: Run = skillbox()
-        .env("SKILLBOX_STATE_DIR", state.path())
-        .args([
-            "run-script",
-            "--script",
-            "release-check/release-check",
-            "--workspace",
-        ])
-        .arg(&project)
-        .args(["--", "src/main.rs"])
-        .output()
-        .unwrap()
-        .into();
-    assert_eq!(
-        r.code, 1,
-        "release-check reports the example as blocked: {r:?}"
-    );
-    assert!(!r.stdout.is_empty(), "{r:?}");
+    let release_check = |source: &[&std::ffi::OsStr]| {
+        let r: Run = skillbox()
+            .env("SKILLBOX_STATE_DIR", state.path())
+            .arg("run-script")
+            .args(source)
+            .arg("--workspace")
+            .arg(&project)
+            .args(["--", "src/main.rs"])
+            .output()
+            .unwrap()
+            .into();
+        assert_eq!(
+            r.code, 1,
+            "release-check reports the example as blocked: {r:?}"
+        );
+        assert!(!r.stdout.is_empty(), "{r:?}");
+    };
+    release_check(&["--script".as_ref(), "release-check/release-check".as_ref()]);
     let r: Run = skillbox()
         .env("SKILLBOX_STATE_DIR", state.path())
         .args([
@@ -867,11 +877,7 @@ fn command_line_calls_go_through_the_audited_call_path() {
         .unwrap()
         .into();
     assert_eq!(r.code, 0, "{r:?}");
-    let audit = std::fs::read_to_string(state.path().join("audit.jsonl")).unwrap();
-    let records: Vec<Value> = audit
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let (audit, records) = audit_records(state.path());
     assert_eq!(records.len(), 2, "{audit}");
     assert_eq!(records[0]["tool"], "run_script");
     assert_eq!(records[0]["skill"], "release-check");
@@ -894,25 +900,9 @@ fn command_line_calls_go_through_the_audited_call_path() {
     assert_eq!(r.code, 0, "{r:?}");
     assert!(r.stdout.contains("[redacted:CLI_SECRET]"), "{r:?}");
     assert!(!r.stdout.contains("hunter2"), "{r:?}");
-    let r: Run = skillbox()
-        .env("SKILLBOX_STATE_DIR", state.path())
-        .args(["run-script", "--component"])
-        .arg(component("release-check"))
-        .args(["--workspace"])
-        .arg(&project)
-        .args(["--", "src/main.rs"])
-        .output()
-        .unwrap()
-        .into();
-    assert_eq!(
-        r.code, 1,
-        "release-check reports the example as blocked: {r:?}"
-    );
-    let audit = std::fs::read_to_string(state.path().join("audit.jsonl")).unwrap();
-    let records: Vec<Value> = audit
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let file = component("release-check");
+    release_check(&["--component".as_ref(), file.as_os_str()]);
+    let (audit, records) = audit_records(state.path());
     assert_eq!(records.len(), 4, "{audit}");
     assert_eq!(records[2]["tool"], "env-vars");
     assert_eq!(records[2]["outcome"], "ok");
