@@ -101,7 +101,7 @@ impl SandboxEngine {
         // request passes the call's egress policy (egress/).
         wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
             .map_err(EngineError::at("linking wasi:http"))?;
-        super::fsguard::shadow_filesystem(&mut linker)
+        super::fsguard::add_to_linker(&mut linker)
             .map_err(EngineError::at("linking the filesystem quotas"))?;
         let ticker = Ticker::start(engine.clone());
         Ok(SandboxEngine {

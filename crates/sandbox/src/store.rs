@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Store, UpdateDeadline};
+use wasmtime_wasi::filesystem::WasiFilesystemCtxView;
 use wasmtime_wasi::p2::pipe::MemoryInputPipe;
 use wasmtime_wasi::{FsPerms, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
@@ -17,7 +18,7 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::egress::{Egress, NetLimits, NetLog, NetTrace};
 use super::error::SandboxError;
-use super::fsguard::{FsGuard, GuardedFs, QuotaLimits};
+use super::fsguard::{FsGuard, GuardedFs, GuardedView, QuotaLimits};
 use super::grants::{Grants, PACKAGES_MOUNT, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT};
 use super::limits::Limits;
 use super::output::CappedPipe;
@@ -149,8 +150,12 @@ impl WasiHttpView for CallState {
 }
 
 impl GuardedFs for CallState {
-    fn fs_guard(&mut self) -> &mut FsGuard {
-        &mut self.fs
+    fn guarded_fs(&mut self) -> GuardedView<'_> {
+        let fs = WasiFilesystemCtxView {
+            ctx: self.wasi.filesystem(),
+            table: &mut self.table,
+        };
+        GuardedView::new(fs, &mut self.fs)
     }
 }
 

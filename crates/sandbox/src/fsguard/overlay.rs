@@ -12,20 +12,18 @@
 use std::collections::VecDeque;
 
 use wasmtime::component::Resource;
-use wasmtime_wasi::filesystem::WasiFilesystemView;
 use wasmtime_wasi::filesystem::{Descriptor as FsDescriptor, Dir as FsDir};
+use wasmtime_wasi::p2::FsResult;
 use wasmtime_wasi::p2::bindings::filesystem::types::{
-    DescriptorFlags, DescriptorType, DirectoryEntry, DirectoryEntryStream, ErrorCode,
+    Descriptor, DescriptorFlags, DescriptorType, DirectoryEntry, DirectoryEntryStream, ErrorCode,
     HostDescriptor, HostDirectoryEntryStream, MetadataHashValue, NewTimestamp, OpenFlags,
     PathFlags,
 };
 use wasmtime_wasi::{FsPerms, OpenMode};
 
-use super::{GuardedFs, Mount, QuotaKind, refused, spend, to_wire};
+use super::{GuardedView, Mount, QuotaKind, refused, spend, trap};
 use crate::protect::{self, Last};
 use crate::stage::{Deny, Fingerprint, Found, Kind, Stage, WsPath, join, rel};
-
-type Wire<T> = wasmtime::Result<(Result<T, ErrorCode>,)>;
 
 /// Links followed in a row before a path is taken as it is (the file
 /// system's own limit answers past it).
@@ -71,9 +69,9 @@ impl Staged {
 
 /// Registers the workspace preopen. The staging folder gets its
 /// descriptor (one the guest never sees) with the call's first change.
-pub(super) fn preopened<T: GuardedFs>(
-    state: &mut T,
-    fd: &Resource<super::Descriptor>,
+pub(super) fn preopened(
+    state: &mut GuardedView<'_>,
+    fd: &Resource<Descriptor>,
 ) -> wasmtime::Result<()> {
     let Some(staged) = state.fs_guard().staged.as_mut() else {
         return Ok(());
@@ -84,7 +82,7 @@ pub(super) fn preopened<T: GuardedFs>(
         // preopen it was given (and ask for the preopens again).
         let lower = staged.stage.overlay.lower().try_clone()?.into_std_file();
         let dir = FsDir::new(lower, FsPerms::ReadWrite, OpenMode::READ, false);
-        let lower: Resource<FsDescriptor> = state.ctx().table.push(FsDescriptor::Dir(dir))?;
+        let lower: Resource<FsDescriptor> = state.table().push(FsDescriptor::Dir(dir))?;
         let own = self::staged(state);
         own.lower_root = Some(lower.rep());
         own.paths.insert(lower.rep(), (String::new(), Side::Lower));
@@ -95,7 +93,7 @@ pub(super) fn preopened<T: GuardedFs>(
     Ok(())
 }
 
-fn push_upper<T: GuardedFs>(state: &mut T) -> wasmtime::Result<()> {
+fn push_upper(state: &mut GuardedView<'_>) -> wasmtime::Result<()> {
     let upper = staged(state).stage.overlay.upper_file()?;
     let dir = FsDir::new(
         upper,
@@ -103,7 +101,7 @@ fn push_upper<T: GuardedFs>(state: &mut T) -> wasmtime::Result<()> {
         OpenMode::READ | OpenMode::WRITE,
         false,
     );
-    let upper: Resource<FsDescriptor> = state.ctx().table.push(FsDescriptor::Dir(dir))?;
+    let upper: Resource<FsDescriptor> = state.table().push(FsDescriptor::Dir(dir))?;
     let staged = staged(state);
     staged.upper_root = Some(upper.rep());
     staged
@@ -114,7 +112,7 @@ fn push_upper<T: GuardedFs>(state: &mut T) -> wasmtime::Result<()> {
 }
 
 /// Makes the staging folder before the call's first change.
-fn prepare<T: GuardedFs>(state: &mut T) -> wasmtime::Result<Result<(), Deny>> {
+fn prepare(state: &mut GuardedView<'_>) -> FsResult<Result<(), Deny>> {
     if staged(state).upper_root.is_some() {
         return Ok(Ok(()));
     }
@@ -125,25 +123,22 @@ fn prepare<T: GuardedFs>(state: &mut T) -> wasmtime::Result<Result<(), Deny>> {
             e.kind()
         ))));
     }
-    push_upper(state)?;
+    push_upper(state).map_err(trap)?;
     Ok(Ok(()))
 }
 
 /// The workspace path of `fd`, when it is a staged workspace descriptor.
-pub(super) fn dir_of<T: GuardedFs>(
-    state: &mut T,
-    fd: &Resource<super::Descriptor>,
-) -> Option<WsPath> {
+pub(super) fn dir_of(state: &mut GuardedView<'_>, fd: &Resource<Descriptor>) -> Option<WsPath> {
     let staged = state.fs_guard().staged.as_ref()?;
     staged.paths.get(&fd.rep()).map(|(p, _)| p.clone())
 }
 
-fn side_of<T: GuardedFs>(state: &mut T, fd: &Resource<super::Descriptor>) -> Option<Side> {
+fn side_of(state: &mut GuardedView<'_>, fd: &Resource<Descriptor>) -> Option<Side> {
     let staged = state.fs_guard().staged.as_ref()?;
     staged.paths.get(&fd.rep()).map(|(_, s)| *s)
 }
 
-fn staged<T: GuardedFs>(state: &mut T) -> &mut Staged {
+fn staged<'a>(state: &'a mut GuardedView<'_>) -> &'a mut Staged {
     state
         .fs_guard()
         .staged
@@ -151,7 +146,7 @@ fn staged<T: GuardedFs>(state: &mut T) -> &mut Staged {
         .expect("only staged descriptors come here")
 }
 
-fn root(state: &mut impl GuardedFs, side: Side) -> Resource<super::Descriptor> {
+fn root(state: &mut GuardedView<'_>, side: Side) -> Resource<Descriptor> {
     let staged = staged(state);
     let rep = match side {
         Side::Lower => staged.lower_root,
@@ -163,7 +158,7 @@ fn root(state: &mut impl GuardedFs, side: Side) -> Resource<super::Descriptor> {
 
 /// A refusal in words goes to the call's refusals and the guest gets
 /// `not-permitted`; anything else is the file system's own answer.
-fn deny<T: GuardedFs, V>(state: &mut T, d: Deny) -> Wire<V> {
+fn deny<V>(state: &mut GuardedView<'_>, d: Deny) -> FsResult<V> {
     match d {
         Deny::Code(code) => refused(code),
         Deny::Refused(why) => {
@@ -179,8 +174,8 @@ fn resolve(base: &str, rel: &str) -> Result<WsPath, Deny> {
 }
 
 /// The protected-folder check, on the path as the workspace has it.
-fn protect_change<T: GuardedFs>(
-    state: &mut T,
+fn protect_change(
+    state: &mut GuardedView<'_>,
     action: &str,
     path: &str,
     last: Last,
@@ -190,14 +185,14 @@ fn protect_change<T: GuardedFs>(
         .map_err(|refusal| Deny::Refused(refusal.message(action)))
 }
 
-pub(super) async fn open_at<T: GuardedFs>(
-    state: &mut T,
+pub(super) async fn open_at(
+    state: &mut GuardedView<'_>,
     base: WsPath,
     path_flags: PathFlags,
     rel_path: String,
     oflags: OpenFlags,
     flags: DescriptorFlags,
-) -> Wire<Resource<super::Descriptor>> {
+) -> FsResult<Resource<Descriptor>> {
     let mut path = match resolve(&base, &rel_path) {
         Ok(p) => p,
         Err(d) => return deny(state, d),
@@ -243,19 +238,19 @@ pub(super) async fn open_at<T: GuardedFs>(
         state.fs_guard().tag_rep(child.rep(), Mount::Workspace);
         staged(state).paths.insert(child.rep(), (path, side));
     }
-    to_wire(opened)
+    opened
 }
 
 /// Where `path` is opened: above once the call writes to it (copied up
 /// first), below while it only reads it. Going over a quota stops the
 /// guest (the outer error).
-fn place_for_open<T: GuardedFs>(
-    state: &mut T,
+fn place_for_open(
+    state: &mut GuardedView<'_>,
     path: &str,
     writes: bool,
     follow: bool,
     oflags: OpenFlags,
-) -> wasmtime::Result<Result<Side, Deny>> {
+) -> FsResult<Result<Side, Deny>> {
     let create = oflags.contains(OpenFlags::CREATE);
     let exclusive = oflags.contains(OpenFlags::EXCLUSIVE);
     let overlay = &staged(state).stage.overlay;
@@ -341,11 +336,11 @@ fn place_existing(
 /// The root to read `rel_path` (from the folder `base`) under, and its
 /// workspace path; `Err` is the answer when there is nothing to read.
 #[allow(clippy::type_complexity)]
-fn read_place<T: GuardedFs, V>(
-    state: &mut T,
+fn read_place<V>(
+    state: &mut GuardedView<'_>,
     base: &str,
     rel_path: &str,
-) -> Result<(Resource<super::Descriptor>, WsPath), Wire<V>> {
+) -> Result<(Resource<Descriptor>, WsPath), FsResult<V>> {
     let path = resolve(base, rel_path).map_err(|d| deny(state, d))?;
     let side = side_for_read(state, &path).ok_or_else(|| refused(ErrorCode::NoEntry))?;
     Ok((root(state, side), path))
@@ -353,7 +348,7 @@ fn read_place<T: GuardedFs, V>(
 
 /// Which folder holds `path` for a read of its metadata; `None` when the
 /// call deleted it.
-fn side_for_read<T: GuardedFs>(state: &mut T, path: &str) -> Option<Side> {
+fn side_for_read(state: &mut GuardedView<'_>, path: &str) -> Option<Side> {
     match staged(state).stage.overlay.found(path) {
         Found::Upper(_) => Some(Side::Upper),
         Found::Lower => Some(Side::Lower),
@@ -361,68 +356,66 @@ fn side_for_read<T: GuardedFs>(state: &mut T, path: &str) -> Option<Side> {
     }
 }
 
-pub(super) async fn stat_at<T: GuardedFs>(
-    state: &mut T,
+pub(super) async fn stat_at(
+    state: &mut GuardedView<'_>,
     base: WsPath,
     path_flags: PathFlags,
     rel_path: String,
-) -> Wire<wasmtime_wasi::p2::bindings::filesystem::types::DescriptorStat> {
+) -> FsResult<wasmtime_wasi::p2::bindings::filesystem::types::DescriptorStat> {
     let (fd, path) = match read_place(state, &base, &rel_path) {
         Ok(place) => place,
         Err(answer) => return answer,
     };
-    to_wire(
-        HostDescriptor::stat_at(
-            &mut state.filesystem(),
-            fd,
-            path_flags,
-            rel(&path).to_string(),
-        )
-        .await,
+
+    HostDescriptor::stat_at(
+        &mut state.filesystem(),
+        fd,
+        path_flags,
+        rel(&path).to_string(),
     )
+    .await
 }
 
-pub(super) async fn metadata_hash_at<T: GuardedFs>(
-    state: &mut T,
+pub(super) async fn metadata_hash_at(
+    state: &mut GuardedView<'_>,
     base: WsPath,
     path_flags: PathFlags,
     rel_path: String,
-) -> Wire<MetadataHashValue> {
+) -> FsResult<MetadataHashValue> {
     let (fd, path) = match read_place(state, &base, &rel_path) {
         Ok(place) => place,
         Err(answer) => return answer,
     };
-    to_wire(
-        HostDescriptor::metadata_hash_at(
-            &mut state.filesystem(),
-            fd,
-            path_flags,
-            rel(&path).to_string(),
-        )
-        .await,
+
+    HostDescriptor::metadata_hash_at(
+        &mut state.filesystem(),
+        fd,
+        path_flags,
+        rel(&path).to_string(),
     )
+    .await
 }
 
-pub(super) async fn readlink_at<T: GuardedFs>(
-    state: &mut T,
+pub(super) async fn readlink_at(
+    state: &mut GuardedView<'_>,
     base: WsPath,
     rel_path: String,
-) -> Wire<String> {
+) -> FsResult<String> {
     let (fd, path) = match read_place(state, &base, &rel_path) {
         Ok(place) => place,
         Err(answer) => return answer,
     };
-    to_wire(HostDescriptor::readlink_at(&mut state.filesystem(), fd, rel(&path).to_string()).await)
+    HostDescriptor::readlink_at(&mut state.filesystem(), fd, rel(&path).to_string()).await
 }
 
-pub(super) async fn set_times_at<T: GuardedFs>(
-    state: &mut T,
+pub(super) async fn set_times_at(
+    state: &mut GuardedView<'_>,
     base: WsPath,
     path_flags: PathFlags,
     rel_path: String,
     atime: NewTimestamp,
     mtime: NewTimestamp,
-) -> Wire<()> {
+) -> FsResult<()> {
     let path = match resolve(&base, &rel_path) {
         Ok(p) => p,
         Err(d) => return deny(state, d),
@@ -435,7 +428,7 @@ pub(super) async fn set_times_at<T: GuardedFs>(
         (Found::Missing, _) | (_, None) => return refused(ErrorCode::NoEntry),
         (Found::Upper(_), _) => Side::Upper,
         // A folder's times are not a change the workspace keeps.
-        (Found::Lower, Some(Kind::Dir)) => return Ok((Ok(()),)),
+        (Found::Lower, Some(Kind::Dir)) => return Ok(()),
         (Found::Lower, Some(Kind::File)) => {
             if let Err(d) = prepare(state)? {
                 return deny(state, d);
@@ -462,33 +455,32 @@ pub(super) async fn set_times_at<T: GuardedFs>(
         }
     };
     let fd = root(state, side);
-    to_wire(
-        HostDescriptor::set_times_at(
-            &mut state.filesystem(),
-            fd,
-            path_flags,
-            rel(&path).to_string(),
-            atime,
-            mtime,
-        )
-        .await,
+
+    HostDescriptor::set_times_at(
+        &mut state.filesystem(),
+        fd,
+        path_flags,
+        rel(&path).to_string(),
+        atime,
+        mtime,
     )
+    .await
 }
 
 /// `set-times` on a descriptor open in the workspace itself would change
 /// it before the commit: a folder's times are ignored, a file's refused
 /// (open it for writing first, which stages it).
-pub(super) fn set_times_below<T: GuardedFs>(
-    state: &mut T,
-    fd: &Resource<super::Descriptor>,
-) -> Option<Wire<()>> {
+pub(super) fn set_times_below(
+    state: &mut GuardedView<'_>,
+    fd: &Resource<Descriptor>,
+) -> Option<FsResult<()>> {
     if side_of(state, fd)? != Side::Lower {
         return None;
     }
     let rep: Resource<FsDescriptor> = Resource::new_borrow(fd.rep());
-    let is_dir = matches!(state.ctx().table.get(&rep), Ok(FsDescriptor::Dir(_)));
+    let is_dir = matches!(state.table().get(&rep), Ok(FsDescriptor::Dir(_)));
     if is_dir {
-        return Some(Ok((Ok(()),)));
+        return Some(Ok(()));
     }
     let path = dir_of(state, fd).unwrap_or_default();
     Some(deny(
@@ -502,11 +494,11 @@ pub(super) fn set_times_below<T: GuardedFs>(
 
 /// Starts a listing of a staged workspace folder: the merged view when
 /// the call changed anything in it, else the folder's own.
-pub(super) async fn read_directory<T: GuardedFs>(
-    state: &mut T,
-    fd: Resource<super::Descriptor>,
+pub(super) async fn read_directory(
+    state: &mut GuardedView<'_>,
+    fd: Resource<Descriptor>,
     base: WsPath,
-) -> Wire<Resource<DirectoryEntryStream>> {
+) -> FsResult<Resource<DirectoryEntryStream>> {
     let merged = {
         let overlay = &staged(state).stage.overlay;
         if overlay.touches(&base) {
@@ -518,46 +510,43 @@ pub(super) async fn read_directory<T: GuardedFs>(
             None
         }
     };
-    let stream = HostDescriptor::read_directory(&mut state.filesystem(), fd).await;
-    let (result,) = to_wire(stream)?;
-    if let Ok(stream) = &result {
-        let listings = &mut staged(state).listings;
-        match merged {
-            Some(list) => {
-                let entries = list
-                    .into_iter()
-                    .map(|(name, kind)| DirectoryEntry {
-                        type_: descriptor_type(kind),
-                        name,
-                    })
-                    .collect();
-                listings.insert(stream.rep(), entries);
-            }
-            None => {
-                listings.remove(&stream.rep());
-            }
+    let stream = HostDescriptor::read_directory(&mut state.filesystem(), fd).await?;
+    let listings = &mut staged(state).listings;
+    match merged {
+        Some(list) => {
+            let entries = list
+                .into_iter()
+                .map(|(name, kind)| DirectoryEntry {
+                    type_: descriptor_type(kind),
+                    name,
+                })
+                .collect();
+            listings.insert(stream.rep(), entries);
+        }
+        None => {
+            listings.remove(&stream.rep());
         }
     }
-    Ok((result,))
+    Ok(stream)
 }
 
 /// Forgets any merged listing under `rep`: a new stream took that handle.
-pub(super) fn new_stream<T: GuardedFs>(state: &mut T, rep: u32) {
+pub(super) fn new_stream(state: &mut GuardedView<'_>, rep: u32) {
     if let Some(staged) = state.fs_guard().staged.as_mut() {
         staged.listings.remove(&rep);
     }
 }
 
-pub(super) async fn read_directory_entry<T: GuardedFs>(
-    state: &mut T,
+pub(super) async fn read_directory_entry(
+    state: &mut GuardedView<'_>,
     stream: Resource<DirectoryEntryStream>,
-) -> Wire<Option<DirectoryEntry>> {
+) -> FsResult<Option<DirectoryEntry>> {
     if let Some(staged) = state.fs_guard().staged.as_mut()
         && let Some(list) = staged.listings.get_mut(&stream.rep())
     {
-        return Ok((Ok(list.pop_front()),));
+        return Ok(list.pop_front());
     }
-    to_wire(HostDirectoryEntryStream::read_directory_entry(&mut state.filesystem(), stream).await)
+    HostDirectoryEntryStream::read_directory_entry(&mut state.filesystem(), stream).await
 }
 
 fn descriptor_type(kind: Kind) -> DescriptorType {
@@ -569,11 +558,11 @@ fn descriptor_type(kind: Kind) -> DescriptorType {
     }
 }
 
-pub(super) fn create_directory_at<T: GuardedFs>(
-    state: &mut T,
+pub(super) fn create_directory_at(
+    state: &mut GuardedView<'_>,
     base: WsPath,
     rel_path: String,
-) -> Wire<()> {
+) -> FsResult<()> {
     let path = match resolve(&base, &rel_path) {
         Ok(p) => p,
         Err(d) => return deny(state, d),
@@ -590,18 +579,18 @@ pub(super) fn create_directory_at<T: GuardedFs>(
     finish(state, made)
 }
 
-fn finish<T: GuardedFs>(state: &mut T, done: Result<(), Deny>) -> Wire<()> {
+fn finish(state: &mut GuardedView<'_>, done: Result<(), Deny>) -> FsResult<()> {
     match done {
-        Ok(()) => Ok((Ok(()),)),
+        Ok(()) => Ok(()),
         Err(d) => deny(state, d),
     }
 }
 
-pub(super) fn unlink_file_at<T: GuardedFs>(
-    state: &mut T,
+pub(super) fn unlink_file_at(
+    state: &mut GuardedView<'_>,
     base: WsPath,
     rel_path: String,
-) -> Wire<()> {
+) -> FsResult<()> {
     let path = match resolve(&base, &rel_path) {
         Ok(p) => p,
         Err(d) => return deny(state, d),
@@ -616,11 +605,11 @@ pub(super) fn unlink_file_at<T: GuardedFs>(
     finish(state, done)
 }
 
-pub(super) fn remove_directory_at<T: GuardedFs>(
-    state: &mut T,
+pub(super) fn remove_directory_at(
+    state: &mut GuardedView<'_>,
     base: WsPath,
     rel_path: String,
-) -> Wire<()> {
+) -> FsResult<()> {
     let path = match resolve(&base, &rel_path) {
         Ok(p) => p,
         Err(d) => return deny(state, d),
@@ -635,13 +624,13 @@ pub(super) fn remove_directory_at<T: GuardedFs>(
     finish(state, done)
 }
 
-pub(super) fn rename_at<T: GuardedFs>(
-    state: &mut T,
+pub(super) fn rename_at(
+    state: &mut GuardedView<'_>,
     from_base: WsPath,
     from: String,
     to_base: Option<WsPath>,
     to: String,
-) -> Wire<()> {
+) -> FsResult<()> {
     let Some(to_base) = to_base else {
         return refused(ErrorCode::CrossDevice);
     };
@@ -679,12 +668,12 @@ pub(super) fn rename_at<T: GuardedFs>(
     finish(state, done)
 }
 
-pub(super) fn symlink_at<T: GuardedFs>(
-    state: &mut T,
+pub(super) fn symlink_at(
+    state: &mut GuardedView<'_>,
     base: WsPath,
     target: String,
     rel_path: String,
-) -> Wire<()> {
+) -> FsResult<()> {
     let path = match resolve(&base, &rel_path) {
         Ok(p) => p,
         Err(d) => return deny(state, d),
@@ -708,7 +697,7 @@ pub(super) fn symlink_at<T: GuardedFs>(
 
 /// A link at `link` to `target` must lead inside the workspace, and not
 /// into a project skill folder by any name.
-fn check_link<T: GuardedFs>(state: &mut T, link: &str, target: &str) -> Result<(), Deny> {
+fn check_link(state: &mut GuardedView<'_>, link: &str, target: &str) -> Result<(), Deny> {
     let root = state.fs_guard().workspace_root.clone();
     match staged(state)
         .stage
@@ -722,7 +711,7 @@ fn check_link<T: GuardedFs>(state: &mut T, link: &str, target: &str) -> Result<(
 
 /// Hard links are not staged: a link made above could not be made the
 /// same link below.
-pub(super) fn link_at<T: GuardedFs>(state: &mut T, new: &str) -> Wire<()> {
+pub(super) fn link_at(state: &mut GuardedView<'_>, new: &str) -> FsResult<()> {
     deny(
         state,
         Deny::Refused(format!(
