@@ -68,23 +68,22 @@
 
 #[cfg(feature = "agent")]
 pub mod agent;
-mod author;
 mod call;
-#[cfg(feature = "distribute")]
-mod distribute;
 mod embed;
 mod fuzz;
 #[cfg(feature = "mcp")]
 pub mod mcp;
 #[cfg(any(feature = "http", feature = "agent"))]
 mod net;
-mod runtime;
-mod skill;
 
-// The lowest layer is a crate of its own; its modules keep the paths the
-// layers above name them by.
+// The lower layers are crates of their own; their modules keep the
+// paths the layers above name them by.
 use skillbox_sandbox as sandbox;
 use skillbox_sandbox::{digest, dirs, schema, text};
+use skillbox_skill::{runtime, skill};
+// Distribution stands beside the call path, on the skills layer.
+#[cfg(feature = "distribute")]
+use skillbox_distribute as distribute;
 
 pub use call::{CallError, ConfirmPolicy, WorkspaceChanges, WorkspaceStatus};
 pub use embed::{
@@ -103,44 +102,20 @@ pub use skill::Effect;
 pub use skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, PolicyError};
 pub use tokio_util::sync::CancellationToken;
 
-/// Internals the `skillbox` binary, its benchmarks and the end-to-end tests
-/// reach into, each listed by name. **No stability promise**: anything
+/// The call path's and the server's internals the `skillbox` binary and its
+/// benchmarks reach into, each listed by name (the lower layers' own
+/// crates, `skillbox-sandbox`, `skillbox-skill` and `skillbox-distribute`,
+/// they use directly). **No stability promise**: anything
 /// here may change or go in any release. An embedder who needs something
 /// from here should ask for it in the stable API instead.
 #[allow(missing_docs)]
 pub mod unstable {
-    pub use crate::skill::discover::Limits as DiscoveryLimits;
-
     /// The parsers of untrusted bytes, as the fuzz targets in `fuzz/` call
     /// them.
     pub mod fuzz {
         pub use crate::fuzz::*;
     }
 
-    /// Scaffolding a new skill and building its tool.
-    pub mod author {
-        pub use crate::author::{
-            NativeCode, NewSkill, TOOL_CRATE, ToolLanguage, build, created_here, new_skill,
-            tool_language,
-        };
-    }
-    /// Publishing, installing and verifying skills (`publish`, `add`,
-    /// `sync`, `update`, `remove`, `key new`).
-    #[cfg(feature = "distribute")]
-    pub mod distribute {
-        pub use crate::distribute::install::Recovery;
-        pub use crate::distribute::lifecycle::{
-            SyncItem, permissions_of, plan, plan_update, remove, sync,
-        };
-        pub use crate::distribute::permissions::Permissions;
-        pub use crate::distribute::publish::{Published, publish};
-        pub use crate::distribute::reference::{OciRef, SkillRef};
-        pub use crate::distribute::registry::RegistryOptions;
-        pub use crate::distribute::sign::{
-            SigningKey, TrustedKeys, new_key_pair, trusted_keys_dir,
-        };
-        pub use crate::distribute::{DistributeError, Plan, Settings};
-    }
     /// The call path's pieces the benchmarks measure.
     pub mod call {
         pub use crate::call::DryRun;
@@ -152,65 +127,6 @@ pub mod unstable {
         }
         pub mod redact {
             pub use crate::call::redact::Redactor;
-        }
-    }
-    /// The script runtimes: Python, and the packages `prepare` installs.
-    pub mod runtime {
-        pub use crate::runtime::packages::{Installed, PrepareError, declared_by, prepare};
-        pub use crate::runtime::python::{packages_dir, runtime_path};
-    }
-    /// The sandbox itself: engine, components, grants, limits.
-    pub mod sandbox {
-        pub use crate::sandbox::{
-            CompileOrigin, DiskCache, EngineOptions, Entry, Grants, GuestCall, Limits,
-            LoadedComponent, MAX_MEMORY_BYTES, MIB, PendingChanges, PinnedDir, Sandbox,
-            SandboxError, SideEffect, WorkspaceGrant, commit,
-        };
-        /// Staged workspace writes: the transaction a write-granted call is.
-        pub mod stage {
-            pub use crate::sandbox::stage::{CommitError, Recovered, Stage, recover};
-        }
-    }
-    /// WIT types to JSON Schema.
-    pub mod schema {
-        pub use crate::schema::output_schema;
-    }
-    /// SKILL.md, manifests, discovery, the catalog, checks.
-    pub mod skill {
-        pub use crate::skill::{Catalog, Diagnostic, Skill, Source, SourceKind, SourceOptions};
-        pub mod check {
-            pub use crate::skill::check::{check_folder, skill_folders};
-        }
-        pub mod diagnostic {
-            pub use crate::skill::diagnostic::has_errors;
-        }
-        pub mod discover {
-            pub use crate::skill::discover::Limits;
-        }
-        pub mod invoke {
-            pub use crate::skill::invoke::{parse, render, resolve};
-        }
-        pub mod lock {
-            pub use crate::skill::lock::{
-                LOCK_FILE, LockEntry, LockFile, Provenance, Signer, content_digest, tree_files,
-            };
-        }
-        pub mod policy {
-            pub use crate::skill::policy::{
-                Ceilings, EnvGrant, LimitOverrides, NetGrant, UserPolicy, grants,
-            };
-        }
-        pub mod resident {
-            pub use crate::skill::resident::{DEFAULT_BUDGET_TOKENS, line};
-        }
-        pub mod source {
-            pub use crate::skill::source::{Source, SourceKind, SourceOptions};
-        }
-        pub mod tokens {
-            pub use crate::skill::tokens::{BODY_TOKEN_WARNING, count, description_problem};
-        }
-        pub mod tools {
-            pub use crate::skill::tools::{resolve, split_tool_name};
         }
     }
     /// The MCP server's tool definitions, as the catalog commands show them.

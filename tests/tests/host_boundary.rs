@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use rmcp::model::{CallToolRequestParams, GetPromptRequestParams, ReadResourceRequestParams};
 use serde_json::{Value, json};
-use skillbox::unstable::sandbox::{
-    CompileOrigin, DiskCache, EngineOptions, Grants, Limits, MIB, Sandbox, SandboxError,
-};
 use skillbox_e2e::mcp::{assert_tool_error, call, connect_stdio, text};
 use skillbox_e2e::{Run, component, run, skillbox, workspace};
+use skillbox_sandbox::{
+    CompileOrigin, DiskCache, EngineOptions, Grants, Limits, MIB, Sandbox, SandboxError,
+};
 
 /// A skill folder `name` under `root` whose tools are the testbed's, with
 /// the given `functions` block and `extra` manifest lines.
@@ -109,12 +109,11 @@ async fn a_swapped_skill_folder_is_refused_and_never_followed() {
 async fn the_skill_mount_is_the_pinned_folder_not_its_path() {
     let skills = tempfile::tempdir().unwrap();
     testbed_skill(skills.path(), "pinned", "", LIST_DIR, "");
-    let catalog =
-        skillbox::unstable::skill::Catalog::from_sources(&[skillbox::unstable::skill::Source {
-            kind: skillbox::unstable::skill::SourceKind::Explicit,
-            root: skills.path().to_path_buf(),
-            trusted: true,
-        }]);
+    let catalog = skillbox_skill::skill::Catalog::from_sources(&[skillbox_skill::skill::Source {
+        kind: skillbox_skill::skill::SourceKind::Explicit,
+        root: skills.path().to_path_buf(),
+        trusted: true,
+    }]);
     let skill = catalog.get("pinned").expect("loaded").clone();
     let dir = skills.path().join("pinned");
     std::fs::rename(&dir, skills.path().join("elsewhere")).unwrap();
@@ -510,7 +509,7 @@ async fn scratch_and_workspace_quotas_stop_the_guest_while_it_writes() {
     // A writable workspace has its own byte quota.
     let ws = workspace(&[]);
     let grants = Grants {
-        workspace: Some(skillbox::unstable::sandbox::WorkspaceGrant {
+        workspace: Some(skillbox_sandbox::WorkspaceGrant {
             host_dir: ws.path().to_path_buf(),
             writable: true,
         }),

@@ -2,10 +2,12 @@
 //! `schema <- sandbox <- skill <- runtime <- call <- embed <- mcp <- agent`,
 //! with the small helpers (`digest`, `dirs`, `text`, `net`) at the bottom
 //! and `author` beside `runtime`.
-//! The lowest layer (sandbox, schema and the helpers it needs) is a crate
-//! of its own, `crates/sandbox`, so Cargo holds it; this test checks the
-//! layers still inside the `skillbox` crate, which name the sandbox crate's
-//! modules by the same paths. In neither crate do the files form a circle.
+//! The lower layers are crates of their own, so Cargo holds them:
+//! `crates/sandbox` (sandbox, schema and the helpers), `crates/skill`
+//! (skill, runtime, author) and `crates/distribute`. What Cargo cannot
+//! see is checked here: the order of the layers inside the `skillbox`
+//! crate and inside the skill crate (which name the lower crates' modules
+//! by the same paths), and that in no crate do the files form a circle.
 //!
 //! The check reads the library's sources as text: every `crate::…` and
 //! `super::…` path (in `use` items and inline), with `pub use` re-exports
@@ -36,10 +38,21 @@ const LAYERS: &[(&str, u8)] = &[
 
 #[test]
 fn lower_layers_never_import_higher_ones_and_no_files_form_a_circle() {
-    let sources = Sources::read(&skillbox_e2e::repo().join("host/src"));
+    assert_layered(&skillbox_e2e::repo().join("host/src"), 100);
+}
+
+#[test]
+fn the_skill_crate_keeps_its_layers_and_forms_no_circle() {
+    assert_layered(&skillbox_e2e::repo().join("crates/skill/src"), 50);
+}
+
+/// Fails naming every import from a layer to one of the same or a higher
+/// rank, then every circle of files.
+fn assert_layered(dir: &Path, at_least: usize) {
+    let sources = Sources::read(dir);
     let edges = sources.edges();
     assert!(
-        edges.len() > 100,
+        edges.len() > at_least,
         "the scan found only {} imports; is it reading the sources?",
         edges.len()
     );
@@ -69,15 +82,17 @@ fn lower_layers_never_import_higher_ones_and_no_files_form_a_circle() {
 }
 
 #[test]
-fn the_sandbox_crate_s_files_form_no_circle() {
-    let sources = Sources::read(&skillbox_e2e::repo().join("crates/sandbox/src"));
-    let edges = sources.edges();
-    assert!(
-        edges.len() > 50,
-        "the scan found only {} imports; is it reading the sources?",
-        edges.len()
-    );
-    assert_no_circles(edges);
+fn the_sandbox_and_distribute_crates_files_form_no_circle() {
+    for (dir, at_least) in [("crates/sandbox/src", 50), ("crates/distribute/src", 20)] {
+        let sources = Sources::read(&skillbox_e2e::repo().join(dir));
+        let edges = sources.edges();
+        assert!(
+            edges.len() > at_least,
+            "the scan of {dir} found only {} imports; is it reading the sources?",
+            edges.len()
+        );
+        assert_no_circles(edges);
+    }
 }
 
 /// Fails naming every circle of files. The crate root only declares

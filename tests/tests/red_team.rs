@@ -7,13 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::{Value, json};
-use skillbox::unstable::sandbox::{
-    EngineOptions, Grants, Limits, MIB, Sandbox, SandboxError, WorkspaceGrant,
-};
 use skillbox_e2e::mcp::{
     Recorder, call, connect_stateless, sample, scrape, serve_http, serve_http_with_env,
 };
 use skillbox_e2e::{Run, component, skillbox, workspace};
+use skillbox_sandbox::{EngineOptions, Grants, Limits, MIB, Sandbox, SandboxError, WorkspaceGrant};
 
 /// A downloaded skill whose tool crate has a `build.rs`: `skillbox build`
 /// would run it natively, as the user. It runs only once the user says

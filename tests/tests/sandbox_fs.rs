@@ -4,11 +4,11 @@
 use std::sync::Arc;
 
 use serde_json::{Value, json};
-use skillbox::unstable::sandbox::{
+use skillbox_e2e::{component, workspace};
+use skillbox_sandbox::{
     DiskCache, EngineOptions, Grants, Limits, LoadedComponent, Sandbox, SandboxError,
     WorkspaceGrant,
 };
-use skillbox_e2e::{component, workspace};
 
 struct Bed {
     sandbox: Sandbox,
@@ -252,7 +252,7 @@ async fn the_skill_folder_is_read_only() {
     let bed = bed();
     let skill = workspace(&[("references/guide.md", "# Guide")]);
     let grants = Grants {
-        skill_dir: Some(skillbox::unstable::sandbox::PinnedDir::open(skill.path()).unwrap()),
+        skill_dir: Some(skillbox_sandbox::PinnedDir::open(skill.path()).unwrap()),
         ..Grants::default()
     };
     assert_eq!(

@@ -5,10 +5,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use skillbox::unstable::sandbox::{
+use skillbox_e2e::component;
+use skillbox_sandbox::{
     DiskCache, EngineOptions, Grants, Limits, LoadedComponent, MIB, Sandbox, SandboxError,
 };
-use skillbox_e2e::component;
 
 fn sandbox() -> Arc<Sandbox> {
     let cache = DiskCache::new(skillbox_e2e::repo().join("target/test-cache/components"));
@@ -367,20 +367,14 @@ fn the_disk_cache_serves_a_second_process() {
     )
     .unwrap();
     let loaded = first.load_bytes(&bytes).unwrap();
-    assert_eq!(
-        loaded.origin,
-        skillbox::unstable::sandbox::CompileOrigin::Compiled
-    );
+    assert_eq!(loaded.origin, skillbox_sandbox::CompileOrigin::Compiled);
     let second = Sandbox::with_options(
         &EngineOptions::default(),
         Some(DiskCache::new(dir.path().to_path_buf())),
     )
     .unwrap();
     let cached = second.load_bytes(&bytes).unwrap();
-    assert_eq!(
-        cached.origin,
-        skillbox::unstable::sandbox::CompileOrigin::DiskCache
-    );
+    assert_eq!(cached.origin, skillbox_sandbox::CompileOrigin::DiskCache);
     assert_eq!(cached.exports.names(), loaded.exports.names());
 }
 

@@ -2,9 +2,9 @@
 
 use std::path::{Path, PathBuf};
 
-use skillbox::unstable::skill::invoke;
-use skillbox::unstable::skill::source::{Source, SourceKind, SourceOptions};
-use skillbox::unstable::skill::{Catalog, Diagnostic};
+use skillbox_skill::skill::invoke;
+use skillbox_skill::skill::source::{Source, SourceKind, SourceOptions};
+use skillbox_skill::skill::{Catalog, Diagnostic};
 
 const DESC: &str =
     "Summarize things in a folder; use when a user asks for a summary of that folder.";

@@ -133,9 +133,9 @@ fn call_runs_a_skill_tool_with_its_requested_grants() {
 
 #[test]
 fn the_user_grants_at_most_what_the_skill_requests() {
-    use skillbox::unstable::skill::policy::{UserPolicy, grants};
-    use skillbox::unstable::skill::source::{Source, SourceKind};
-    let catalog = skillbox::unstable::skill::Catalog::from_sources(&[Source {
+    use skillbox_skill::skill::policy::{UserPolicy, grants};
+    use skillbox_skill::skill::source::{Source, SourceKind};
+    let catalog = skillbox_skill::skill::Catalog::from_sources(&[Source {
         kind: SourceKind::System,
         root: repo().join("skills"),
         trusted: true,

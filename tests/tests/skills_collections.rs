@@ -304,7 +304,7 @@ async fn thousands_of_skills_fit_a_budget_and_are_found_by_search() {
     let tools = client.peer().list_all_tools().await.unwrap();
     let load = tools.iter().find(|t| t.name == "load_skill").unwrap();
     let description = load.description.as_deref().unwrap();
-    let catalog_tokens = skillbox::unstable::skill::tokens::count(description);
+    let catalog_tokens = skillbox_skill::skill::tokens::count(description);
     assert!(catalog_tokens <= 4_100, "{catalog_tokens} tokens");
     assert!(
         description.contains("more skills not listed") && description.contains("find_skills"),

@@ -2,8 +2,8 @@
 //! JSON -> component value -> guest -> component value -> JSON.
 
 use serde_json::{Value, json};
-use skillbox::unstable::sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
 use skillbox_e2e::component;
+use skillbox_sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
 
 fn sandbox() -> Sandbox {
     let cache = DiskCache::new(skillbox_e2e::repo().join("target/test-cache/components"));

@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 
 use super::Stats;
-use skillbox::unstable::distribute::{
-    self as dist, RegistryOptions, Settings, SkillRef, TrustedKeys,
-};
-use skillbox::unstable::sandbox::Sandbox;
-use skillbox::unstable::skill::lock::{LockEntry, LockFile, content_digest, tree_files};
-use skillbox::unstable::skill::{Catalog, Source, SourceKind};
+use skillbox_distribute::reference::SkillRef;
+use skillbox_distribute::registry::RegistryOptions;
+use skillbox_distribute::sign::{self, TrustedKeys};
+use skillbox_distribute::{Settings, lifecycle, publish};
+use skillbox_sandbox::Sandbox;
+use skillbox_skill::skill::lock::{LockEntry, LockFile, content_digest, tree_files};
+use skillbox_skill::skill::{Catalog, Source, SourceKind};
 
 pub struct DistributionFigures {
     /// Building the catalog of 50 skills, not installed.
@@ -175,8 +176,8 @@ pub async fn run(
     );
     let registry = start_registry(registry_bin)?;
     let keys = tempfile::tempdir()?;
-    let (key_path, pub_path, _) = dist::new_key_pair(keys.path(), "bench")?;
-    let key = dist::SigningKey::read(&key_path)?;
+    let (key_path, pub_path, _) = sign::new_key_pair(keys.path(), "bench")?;
+    let key = sign::SigningKey::read(&key_path)?;
     let sandbox = Arc::new(Sandbox::new()?);
     let options = RegistryOptions {
         timeout: Duration::from_secs(30),
@@ -191,7 +192,7 @@ pub async fn run(
     let mut publish = Vec::with_capacity(n);
     for _ in 0..n {
         let start = Instant::now();
-        dist::publish(&dir, at, Some(&key), &options, &sandbox).await?;
+        publish::publish(&dir, at, Some(&key), &options, &sandbox).await?;
         publish.push(start.elapsed());
     }
     let mut add = Vec::with_capacity(n);
@@ -205,7 +206,7 @@ pub async fn run(
             allow_signer_change: false,
         };
         let start = Instant::now();
-        let plan = dist::plan(&reference, &settings, &sandbox).await?;
+        let plan = lifecycle::plan(&reference, &settings, &sandbox).await?;
         plan.install()?;
         add.push(start.elapsed());
     }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use serde_json::json;
 
-use skillbox::unstable::sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
+use skillbox_sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
 
 #[derive(clap::Args, Debug)]
 pub struct BenchArgs {

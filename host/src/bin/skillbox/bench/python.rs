@@ -8,7 +8,7 @@ use anyhow::{Context, bail};
 use serde_json::json;
 
 use super::Stats;
-use skillbox::unstable::sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
+use skillbox_sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
 
 pub struct PythonFigures {
     /// `skillbox serve` with the bundled skills and a skill whose tool is

@@ -82,9 +82,9 @@ pub async fn run(
     let cache = tempfile::tempdir()?;
     for n in 0..compiles {
         let empty = tempfile::tempdir()?;
-        let sandbox = skillbox::unstable::sandbox::Sandbox::with_options(
+        let sandbox = skillbox_sandbox::Sandbox::with_options(
             &Default::default(),
-            Some(skillbox::unstable::sandbox::DiskCache::new(if n == 0 {
+            Some(skillbox_sandbox::DiskCache::new(if n == 0 {
                 cache.path().to_path_buf()
             } else {
                 empty.path().to_path_buf()
@@ -96,11 +96,9 @@ pub async fn run(
     }
     let mut from_cache = Vec::new();
     for _ in 0..compiles.max(3) {
-        let sandbox = skillbox::unstable::sandbox::Sandbox::with_options(
+        let sandbox = skillbox_sandbox::Sandbox::with_options(
             &Default::default(),
-            Some(skillbox::unstable::sandbox::DiskCache::new(
-                cache.path().to_path_buf(),
-            )),
+            Some(skillbox_sandbox::DiskCache::new(cache.path().to_path_buf())),
         )?;
         let start = Instant::now();
         sandbox.load_bytes(&bytes)?;

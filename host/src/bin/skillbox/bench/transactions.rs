@@ -11,7 +11,7 @@ use std::time::Instant;
 use serde_json::{Value, json};
 
 use super::Stats;
-use skillbox::unstable::sandbox::{
+use skillbox_sandbox::{
     Entry, Grants, GuestCall, Limits, LoadedComponent, Sandbox, SideEffect, WorkspaceGrant, commit,
 };
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::{ExitCode, Stdio};
 
 use super::CliError;
-use skillbox::unstable::author::{
+use skillbox_skill::author::{
     NativeCode, NewSkill, ToolLanguage, build, created_here, new_skill, tool_language,
 };
 

@@ -35,7 +35,7 @@ pub fn run(mut args: CompileArgs) -> Result<ExitCode, CliError> {
     args.sources.skills.append(&mut args.dirs);
     let cache = match args.cache {
         Some(dir) => dir,
-        None => skillbox::unstable::sandbox::DiskCache::default_location()
+        None => skillbox_sandbox::DiskCache::default_location()
             .map(|cache| cache.dir().to_path_buf())
             .ok_or_else(|| {
                 CliError::Usage(

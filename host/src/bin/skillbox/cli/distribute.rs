@@ -10,10 +10,12 @@ use clap::{Args, Subcommand};
 use serde_json::json;
 
 use super::{CliError, print_json, runtime};
-use skillbox::unstable::distribute::{
-    self as dist, Plan, Recovery, RegistryOptions, Settings, SigningKey, SkillRef, TrustedKeys,
-};
-use skillbox::unstable::sandbox::Sandbox;
+use skillbox_distribute::install::Recovery;
+use skillbox_distribute::reference::SkillRef;
+use skillbox_distribute::registry::RegistryOptions;
+use skillbox_distribute::sign::{self, SigningKey, TrustedKeys};
+use skillbox_distribute::{Plan, Settings, lifecycle, publish};
+use skillbox_sandbox::Sandbox;
 
 /// How to reach registries.
 #[derive(Args, Debug, Clone)]
@@ -200,7 +202,7 @@ pub fn publish(args: PublishArgs) -> Result<ExitCode, CliError> {
         dir.file_name().unwrap_or_default().to_string_lossy()
     );
     let published = runtime()?
-        .block_on(dist::publish(
+        .block_on(publish::publish(
             &dir,
             &at,
             key.as_ref(),
@@ -235,7 +237,7 @@ pub fn key(command: KeyCommand) -> Result<ExitCode, CliError> {
     if name.is_empty() || name.contains('/') || name.starts_with('.') {
         return Err(CliError::Usage(format!("`{name}` cannot name a key file")));
     }
-    let (key, public, signer) = dist::new_key_pair(&dir, &name).map_err(usage)?;
+    let (key, public, signer) = sign::new_key_pair(&dir, &name).map_err(usage)?;
     println!("{}", public.display());
     eprintln!(
         "skillbox: wrote {} (secret, mode 0600; keep it out of version control) and {}; key id {}",
@@ -255,7 +257,7 @@ fn settings(
     trust: Option<&TrustFlags>,
     registry: &RegistryFlags,
 ) -> Result<Settings, CliError> {
-    let trusted_dir = dist::trusted_keys_dir();
+    let trusted_dir = sign::trusted_keys_dir();
     let extra = trust.map(|t| t.trust_key.clone()).unwrap_or_default();
     let trusted = TrustedKeys::load(trusted_dir.as_deref(), &extra).map_err(usage)?;
     Ok(Settings {
@@ -340,7 +342,7 @@ pub fn add(args: AddArgs) -> Result<ExitCode, CliError> {
     let sandbox = Arc::new(Sandbox::new()?);
     eprintln!("skillbox: fetching {reference}");
     let plan = runtime()?
-        .block_on(dist::plan(&reference, &settings, &sandbox))
+        .block_on(lifecycle::plan(&reference, &settings, &sandbox))
         .map_err(failed)?;
     report_recovery(&plan.recovered);
     if plan.is_unchanged() {
@@ -370,7 +372,7 @@ pub fn add(args: AddArgs) -> Result<ExitCode, CliError> {
 
 pub fn update(args: UpdateArgs) -> Result<ExitCode, CliError> {
     let settings = settings(&args.target, Some(&args.trust), &args.registry)?;
-    let locked = skillbox::unstable::skill::lock::LockFile::read(&settings.root).map_err(failed)?;
+    let locked = skillbox_skill::skill::lock::LockFile::read(&settings.root).map_err(failed)?;
     let names: Vec<String> = match &args.name {
         Some(name) => vec![name.clone()],
         None => locked.skills.keys().cloned().collect(),
@@ -384,7 +386,7 @@ pub fn update(args: UpdateArgs) -> Result<ExitCode, CliError> {
     let mut declined = false;
     for name in names {
         // One skill that cannot be updated does not hold back the others.
-        let plan = match rt.block_on(dist::plan_update(&name, &settings, &sandbox)) {
+        let plan = match rt.block_on(lifecycle::plan_update(&name, &settings, &sandbox)) {
             Ok(plan) => plan,
             Err(e) => {
                 eprintln!("error: `{name}` not updated: {e}");
@@ -417,7 +419,7 @@ pub fn sync(args: SyncArgs) -> Result<ExitCode, CliError> {
     let settings = settings(&args.target, None, &args.registry)?;
     let sandbox = Arc::new(Sandbox::new()?);
     let (recovered, items) = runtime()?
-        .block_on(dist::sync(&settings, !args.check, &sandbox))
+        .block_on(lifecycle::sync(&settings, !args.check, &sandbox))
         .map_err(failed)?;
     report_recovery(&recovered);
     if args.json {
@@ -449,7 +451,7 @@ pub fn sync(args: SyncArgs) -> Result<ExitCode, CliError> {
 
 pub fn remove(args: RemoveArgs) -> Result<ExitCode, CliError> {
     let root = args.target.root()?;
-    let recovered = dist::remove(&root, &args.name).map_err(usage)?;
+    let recovered = lifecycle::remove(&root, &args.name).map_err(usage)?;
     report_recovery(&recovered);
     eprintln!("skillbox: removed `{}` and its lock entry", args.name);
     Ok(ExitCode::SUCCESS)

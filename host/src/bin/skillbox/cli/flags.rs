@@ -6,10 +6,10 @@ use std::time::Duration;
 use clap::Args;
 
 use super::CliError;
-use skillbox::unstable::sandbox::{MAX_MEMORY_BYTES, MIB};
-use skillbox::unstable::skill::SourceOptions;
-use skillbox::unstable::skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, UserPolicy};
 use skillbox::{Builder, Skillbox};
+use skillbox_sandbox::{MAX_MEMORY_BYTES, MIB};
+use skillbox_skill::skill::SourceOptions;
+use skillbox_skill::skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, UserPolicy};
 
 /// A flag that takes one of `names`, parsed with the library type's own
 /// `FromStr`, so the library needs no command-line derive.
@@ -261,7 +261,7 @@ impl SourceFlags {
     /// Adds these sources to a host builder: the installed skills, then
     /// each `--skills` folder (the later, the higher its precedence).
     pub fn apply(&self, builder: Builder) -> Builder {
-        let defaults = skillbox::unstable::DiscoveryLimits::default();
+        let defaults = skillbox_skill::skill::discover::Limits::default();
         let builder = if self.trust_project {
             builder.trust_project_skills()
         } else {
@@ -286,11 +286,11 @@ impl SourceFlags {
     /// The sources as the catalog reads them, for commands that list or
     /// compile skills without serving them.
     pub fn options(&self) -> SourceOptions {
-        let defaults = skillbox::unstable::skill::discover::Limits::default();
+        let defaults = skillbox_skill::skill::discover::Limits::default();
         SourceOptions {
             only: self.only.clone(),
             exclude: self.exclude.clone(),
-            limits: skillbox::unstable::skill::discover::Limits {
+            limits: skillbox_skill::skill::discover::Limits {
                 max_skills: self.max_skills.unwrap_or(defaults.max_skills),
                 max_entries: self.max_entries.unwrap_or(defaults.max_entries),
                 ..defaults

@@ -20,7 +20,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use serde_json::Value;
 
-use skillbox::unstable::sandbox::SandboxError;
+use skillbox_sandbox::SandboxError;
 
 #[derive(Parser, Debug)]
 #[command(

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::flags::SourceFlags;
 use super::{CliError, print_json};
-use skillbox::unstable::runtime;
-use skillbox::unstable::skill::Catalog;
+use skillbox_skill::runtime;
+use skillbox_skill::skill::Catalog;
 
 #[derive(clap::Args, Debug)]
 pub struct PrepareArgs {
@@ -53,10 +53,10 @@ pub fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
                 args.skill
             ))
         })?;
-    let mut requirements = runtime::declared_by(skill);
+    let mut requirements = runtime::packages::declared_by(skill);
     requirements.extend(args.with.iter().cloned());
     requirements.dedup();
-    let dir = runtime::packages_dir(&skill.dir).ok_or_else(|| {
+    let dir = runtime::python::packages_dir(&skill.dir).ok_or_else(|| {
         CliError::Usage("no data folder: set SKILLBOX_DATA_DIR, XDG_DATA_HOME or HOME".into())
     })?;
     if requirements.is_empty() {
@@ -65,8 +65,9 @@ pub fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
             skill.name()
         );
     }
-    let installed = runtime::prepare(&dir, &requirements, |step| eprintln!("prepare: {step}"))
-        .map_err(|e| CliError::Other(anyhow::anyhow!("prepare `{}`: {e}", skill.name())))?;
+    let installed =
+        runtime::packages::prepare(&dir, &requirements, |step| eprintln!("prepare: {step}"))
+            .map_err(|e| CliError::Other(anyhow::anyhow!("prepare `{}`: {e}", skill.name())))?;
     if args.json {
         print_json(&json!({
             "skill": skill.name(),

@@ -8,9 +8,9 @@ use serde_json::{Value, json};
 
 use super::flags::SourceFlags;
 use super::{CliError, print_json};
-use skillbox::unstable::sandbox::Sandbox;
-use skillbox::unstable::skill::diagnostic::has_errors;
-use skillbox::unstable::skill::{Catalog, Skill, check, tokens, tools};
+use skillbox_sandbox::Sandbox;
+use skillbox_skill::skill::diagnostic::has_errors;
+use skillbox_skill::skill::{Catalog, Skill, check, tokens, tools};
 
 #[derive(Subcommand, Debug)]
 pub enum SkillsCommand {
@@ -40,7 +40,7 @@ pub enum SkillsCommand {
         #[command(flatten)]
         sources: SourceFlags,
         /// The resident catalog's budget, as for `serve --catalog-budget`.
-        #[arg(long, value_name = "TOKENS", default_value_t = skillbox::unstable::skill::resident::DEFAULT_BUDGET_TOKENS)]
+        #[arg(long, value_name = "TOKENS", default_value_t = skillbox_skill::skill::resident::DEFAULT_BUDGET_TOKENS)]
         catalog_budget: usize,
         #[arg(long)]
         json: bool,
@@ -61,7 +61,7 @@ pub fn run(command: SkillsCommand) -> Result<ExitCode, CliError> {
 
 /// The catalog line a model sees for a skill before activating it.
 pub fn catalog_entry(skill: &Skill) -> String {
-    skillbox::unstable::skill::resident::line(skill, false)
+    skillbox_skill::skill::resident::line(skill, false)
 }
 
 fn tool_count(skill: &Skill) -> String {

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 
 use super::flags::{SandboxFlags, SourceFlags, announce_recovery, print_workspace};
 use super::{CliError, print_json, runtime};
-use skillbox::unstable::sandbox::Sandbox;
-use skillbox::unstable::skill::tools::split_tool_name;
 use skillbox::{BuildError, CallError, CancellationToken, Skillbox};
+use skillbox_sandbox::Sandbox;
+use skillbox_skill::skill::tools::split_tool_name;
 
 #[derive(Args, Debug)]
 pub struct CallArgs {
@@ -192,7 +192,7 @@ pub fn inspect(path: &Path) -> Result<ExitCode, CliError> {
                 "interface": f.interface,
                 "function": f.function,
                 "inputSchema": f.input_schema(),
-                "outputSchema": f.result.as_ref().map(skillbox::unstable::schema::output_schema),
+                "outputSchema": f.result.as_ref().map(skillbox_sandbox::schema::output_schema),
             })
         })
         .collect();

@@ -311,7 +311,6 @@ impl Drift {
     }
 
     /// Every path named, changed first.
-    #[cfg(feature = "distribute")]
     pub fn paths(&self) -> impl Iterator<Item = &String> {
         self.changed.iter().chain(&self.missing).chain(&self.added)
     }

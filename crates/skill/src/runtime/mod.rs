@@ -5,7 +5,6 @@
 //! user installed and trusts; the script is not.
 
 // `run_script`'s command line is an MCP argument.
-#[cfg(feature = "mcp")]
 pub mod command;
 pub mod packages;
 pub mod python;

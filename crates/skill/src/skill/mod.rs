@@ -17,8 +17,6 @@ pub mod diagnostic;
 pub mod discover;
 pub mod files;
 pub mod fileset;
-// Only the MCP server reloads on change.
-#[cfg(feature = "mcp")]
 pub mod fingerprint;
 pub mod frontmatter;
 pub mod invoke;

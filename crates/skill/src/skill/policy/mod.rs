@@ -12,8 +12,6 @@ mod grants;
 mod limits;
 mod startup;
 
-#[cfg(feature = "distribute")]
-pub use grants::requested;
-pub use grants::{EnvGrant, NetGrant, Resolved, UserPolicy, bare_grants, grants};
+pub use grants::{EnvGrant, NetGrant, Resolved, UserPolicy, bare_grants, grants, requested};
 pub use limits::{Ceilings, LimitOverrides, apply_requests, limits};
 pub use startup::{HostState, PolicyError, check_env_grants, check_net_grants, check_write_grant};

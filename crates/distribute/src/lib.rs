@@ -11,7 +11,11 @@
 //!
 //! Docs for authors and users: `docs/distribution.md`.
 
+// Internal: reachable to the binary through `skillbox::unstable`.
 #![allow(missing_docs)]
+// stdout is the MCP channel when serving over stdio: the library never
+// writes to it.
+#![deny(clippy::print_stdout)]
 
 pub mod artifact;
 pub mod git;
@@ -24,6 +28,11 @@ pub mod registry;
 pub mod sign;
 
 pub use lifecycle::{Plan, Settings};
+
+// The layers below keep the paths this crate names them by.
+use skillbox_sandbox as sandbox;
+use skillbox_sandbox::{digest, dirs, text};
+use skillbox_skill::skill;
 
 /// Why a distribution command did nothing.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +48,7 @@ pub enum DistributeError {
     #[error(transparent)]
     Install(#[from] install::InstallError),
     #[error(transparent)]
-    Lock(#[from] crate::skill::lock::LockError),
+    Lock(#[from] skill::lock::LockError),
     #[error("{reference} is not a skill: {why}; nothing was installed")]
     NotASkill { reference: String, why: String },
     #[error(
