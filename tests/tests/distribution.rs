@@ -946,6 +946,81 @@ fn a_private_registry_needs_its_credentials() {
     assert_eq!(added.code, 0, "{added:?}");
 }
 
+/// A login kept in a keychain: the config names a credential helper, and
+/// skillbox asks it the way docker does (`docker-credential-<name> get`,
+/// the registry on stdin, `{"Username", "Secret"}` on stdout).
+#[test]
+fn a_login_kept_by_a_credential_helper_is_asked_for() {
+    let Some(registry) = registry() else { return };
+    let home = Home::new(registry);
+    let work = tempfile::tempdir().unwrap();
+    let dir = skill(work.path(), "kept-skill", None, "k");
+    let reference = registry.reference("e2e/kept", "1");
+    publish(&home, &dir, &reference, None);
+
+    let user = Home::new(registry);
+    let host = registry.addr.clone();
+    std::fs::write(
+        user.path().join(".docker/config.json"),
+        json!({"credHelpers": {&host: "e2e"}}).to_string(),
+    )
+    .unwrap();
+    let bin = user.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let asked = user.path().join("asked");
+    let helper = bin.join("docker-credential-e2e");
+    std::fs::write(
+        &helper,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = get ] || exit 2\ncat > '{}'\nprintf '{{\"Username\":\"%s\",\"Secret\":\"%s\"}}' '{}' \"$E2E_SECRET\"\n",
+            asked.display(),
+            skillbox_e2e::registry::USER,
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = |secret: &str| -> Run {
+        user.command()
+            .args(["add", &reference, "--yes", "--allow-unsigned"])
+            .env("PATH", &path)
+            .env("E2E_SECRET", secret)
+            .output()
+            .expect("run skillbox")
+            .into()
+    };
+
+    let refused = run("not the password");
+    assert_eq!(refused.code, 1, "{refused:?}");
+    refused.stderr_says(&["refused the credentials"]);
+    assert!(
+        !refused.stderr.contains("not the password"),
+        "no secret in errors"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&asked).unwrap().trim(),
+        host,
+        "the helper is asked for the registry's host"
+    );
+
+    // A helper the config names but the machine lacks is named in words.
+    let away = user.path().join("helper-away");
+    std::fs::rename(&helper, &away).unwrap();
+    let missing = run(PASSWORD);
+    assert_eq!(missing.code, 1, "{missing:?}");
+    missing.stderr_says(&["credential helper", "could not be run", "PATH"]);
+    std::fs::rename(&away, &helper).unwrap();
+
+    let added = run(PASSWORD);
+    assert_eq!(added.code, 0, "{added:?}");
+    assert!(user.skills().join("kept-skill/SKILL.md").is_file());
+}
+
 #[test]
 fn an_edited_install_is_refused_at_load_and_sync_restores_it() {
     let Some(registry) = registry() else { return };

@@ -7,7 +7,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use base64::Engine as _;
 use futures::StreamExt as _;
 use oci_client::client::{ClientConfig, ClientProtocol};
 use oci_client::errors::{OciDistributionError, OciErrorCode};
@@ -439,10 +438,16 @@ impl Registry {
     }
 }
 
-/// The credentials for `registry` from a Docker-style `config.json`
-/// (`auths.<host>.auth` as base64 `user:password`, or `username` and
-/// `password`); anonymous when there are none.
+/// The credentials for `registry` as docker and podman keep them, read
+/// from a Docker-style `config.json` by the `docker_credential` crate:
+/// `auths.<host>` (`auth` as base64 `user:password`, or `username` and
+/// `password`), or the credential helper or store the file names
+/// (`credHelpers`, `credsStore`: `docker-credential-<name> get`, which
+/// reads the keychain or the cloud's login). Anonymous when the file names
+/// none for `registry`, and for an `identitytoken` (an OAuth refresh
+/// token, which the registry client cannot exchange).
 fn credentials(registry: &str, file: Option<&Path>) -> Result<RegistryAuth, RegistryError> {
+    use docker_credential::{CredentialRetrievalError as Lookup, DockerCredential};
     let (path, explicit) = match file {
         Some(path) => (path.to_path_buf(), true),
         None => match std::env::var_os("DOCKER_CONFIG")
@@ -458,48 +463,47 @@ fn credentials(registry: &str, file: Option<&Path>) -> Result<RegistryAuth, Regi
         path: path.display().to_string(),
         why,
     };
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
+    let config = match std::fs::File::open(&path) {
+        Ok(config) => config,
         Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(RegistryAuth::Anonymous);
         }
         Err(e) => return Err(fail(e.to_string())),
     };
-    let config: serde_json::Value =
-        serde_json::from_str(&text).map_err(|e| fail(format!("not JSON ({e})")))?;
-    let auths = config["auths"].as_object();
-    let entry = auths.and_then(|a| {
-        [
-            registry.to_string(),
-            format!("https://{registry}"),
-            format!("http://{registry}"),
-            format!("https://{registry}/v2/"),
-        ]
-        .iter()
-        .find_map(|key| a.get(key))
-    });
-    let Some(entry) = entry else {
-        return Ok(RegistryAuth::Anonymous);
+    let found =
+        docker_credential::get_credential_from_reader(std::io::BufReader::new(config), registry);
+    // The helper's own output is never repeated: it may hold the secret.
+    let why = match found {
+        Ok(DockerCredential::UsernamePassword(user, password)) => {
+            return Ok(RegistryAuth::Basic(user, password));
+        }
+        Ok(DockerCredential::IdentityToken(_))
+        | Err(Lookup::NoCredentialConfigured | Lookup::ConfigNotFound) => {
+            return Ok(RegistryAuth::Anonymous);
+        }
+        Err(Lookup::ConfigReadError) => {
+            "not a Docker config.json (not JSON, or a field of the wrong type)".to_string()
+        }
+        Err(Lookup::CredentialDecodingError) => {
+            format!("the `auth` of {registry} is not base64 user:password")
+        }
+        Err(Lookup::CredentialMismatchError) => format!(
+            "the `auth` of {registry} does not match its `username` and `password`; keep one"
+        ),
+        Err(Lookup::HelperFailure { helper, .. }) => format!(
+            "the credential helper `{helper}` found no login for {registry}; log in again \
+             (`docker login {registry}`), or see why with `echo {registry} | {helper} get`"
+        ),
+        Err(Lookup::HelperCommunicationError) => format!(
+            "the credential helper it names for {registry} (`docker-credential-<name>`) could \
+             not be run; install it or put it on PATH"
+        ),
+        Err(Lookup::MalformedHelperResponse) => format!(
+            "the credential helper it names for {registry} did not answer with the \
+             `{{\"Username\", \"Secret\"}}` JSON the helper protocol defines"
+        ),
     };
-    if let Some(encoded) = entry["auth"].as_str() {
-        let decoded = base64::engine::general_purpose::STANDARD
-            .decode(encoded)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok())
-            .ok_or_else(|| {
-                fail(format!(
-                    "the `auth` of {registry} is not base64 user:password"
-                ))
-            })?;
-        let (user, password) = decoded
-            .split_once(':')
-            .ok_or_else(|| fail(format!("the `auth` of {registry} is not user:password")))?;
-        return Ok(RegistryAuth::Basic(user.to_string(), password.to_string()));
-    }
-    match (entry["username"].as_str(), entry["password"].as_str()) {
-        (Some(user), Some(password)) => Ok(RegistryAuth::Basic(user.into(), password.into())),
-        _ => Ok(RegistryAuth::Anonymous),
-    }
+    Err(fail(why))
 }
 
 #[cfg(test)]
