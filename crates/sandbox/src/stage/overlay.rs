@@ -664,3 +664,177 @@ pub fn join_name(dir: &str, name: &str) -> WsPath {
         format!("{dir}/{name}")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stage::Stage;
+
+    /// A workspace with `files` (path, text) and `dirs`, and a stage on it
+    /// with its staging folder made.
+    fn staged(dirs: &[&str], files: &[(&str, &str)]) -> (tempfile::TempDir, Stage) {
+        let ws = tempfile::tempdir().unwrap();
+        for dir in dirs {
+            std::fs::create_dir_all(ws.path().join(dir)).unwrap();
+        }
+        for (path, text) in files {
+            std::fs::write(ws.path().join(path), text).unwrap();
+        }
+        let mut stage = Stage::begin(ws.path()).unwrap();
+        stage.prepare().unwrap();
+        (ws, stage)
+    }
+
+    fn names(overlay: &Overlay, dir: &str) -> Vec<String> {
+        overlay
+            .listing(dir)
+            .unwrap()
+            .into_iter()
+            .map(|(name, _)| name)
+            .collect()
+    }
+
+    #[test]
+    fn the_call_sees_its_own_changes_and_the_workspace_below_is_untouched() {
+        let (ws, mut stage) = staged(&["docs"], &[("docs/a.txt", "a"), ("docs/b.txt", "b")]);
+        let overlay = &mut stage.overlay;
+        assert_eq!(overlay.found("docs/a.txt"), Found::Lower);
+
+        assert_eq!(overlay.copy_up("docs/a.txt", false).unwrap(), 1);
+        overlay
+            .up()
+            .unwrap()
+            .write("docs/a.txt", "changed")
+            .unwrap();
+        overlay.unlink("docs/b.txt").unwrap();
+        overlay.stage_new_file("docs/c.txt").unwrap();
+        overlay.up().unwrap().write("docs/c.txt", "new").unwrap();
+
+        assert_eq!(overlay.found("docs/a.txt"), Found::Upper(Kind::File));
+        assert_eq!(overlay.found("docs/b.txt"), Found::Missing);
+        assert_eq!(overlay.kind("docs/b.txt"), None);
+        assert_eq!(names(overlay, "docs"), ["a.txt", "c.txt"]);
+        assert!(overlay.touches("docs") && !overlay.touches("other"));
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("docs/a.txt")).unwrap(),
+            "a"
+        );
+        assert!(ws.path().join("docs/b.txt").exists());
+        assert!(!ws.path().join("docs/c.txt").exists());
+    }
+
+    #[test]
+    fn a_file_made_and_deleted_by_the_call_leaves_no_change() {
+        let (_ws, mut stage) = staged(&[], &[]);
+        let overlay = &mut stage.overlay;
+        overlay.stage_new_file("tmp.txt").unwrap();
+        overlay.up().unwrap().write("tmp.txt", "x").unwrap();
+        overlay.unlink("tmp.txt").unwrap();
+        assert!(overlay.is_empty(), "{:?}", overlay.entries);
+        assert_eq!(overlay.kind("tmp.txt"), None);
+    }
+
+    #[test]
+    fn a_folder_made_where_a_file_was_hides_nothing_of_the_workspace_under_it() {
+        let (_ws, mut stage) = staged(&["old"], &[("old/inner.txt", "i")]);
+        let overlay = &mut stage.overlay;
+        overlay.unlink("old/inner.txt").unwrap();
+        overlay.rmdir("old").unwrap();
+        overlay.mkdir("old").unwrap();
+        assert_eq!(overlay.kind("old"), Some(Kind::Dir));
+        assert_eq!(overlay.found("old/inner.txt"), Found::Missing);
+        assert!(names(overlay, "old").is_empty());
+        // Deletions apply deepest first, then folders, then files.
+        let plan: Vec<(String, bool)> = overlay
+            .plan()
+            .into_iter()
+            .map(|(path, entry)| (path, matches!(entry, Entry::Gone { .. })))
+            .collect();
+        assert_eq!(
+            plan,
+            [
+                ("old/inner.txt".to_string(), true),
+                ("old".to_string(), false)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_folder_that_was_in_the_workspace_is_not_renamed_but_one_the_call_made_is() {
+        let (_ws, mut stage) = staged(&["kept"], &[]);
+        let overlay = &mut stage.overlay;
+        let refused = overlay.rename("kept", "moved").unwrap_err();
+        assert!(
+            matches!(&refused, Deny::Refused(why) if why.contains("make `moved` and move the files")),
+            "{refused:?}"
+        );
+
+        overlay.mkdir("made").unwrap();
+        overlay.stage_new_file("made/f.txt").unwrap();
+        overlay.up().unwrap().write("made/f.txt", "f").unwrap();
+        overlay.rename("made", "moved").unwrap();
+        assert_eq!(overlay.kind("made"), None);
+        assert_eq!(overlay.found("moved/f.txt"), Found::Upper(Kind::File));
+        assert_eq!(names(overlay, "moved"), ["f.txt"]);
+        assert_eq!(
+            overlay.rename("moved", "moved/inside"),
+            Err(ErrorCode::Invalid.into())
+        );
+    }
+
+    #[test]
+    fn a_change_through_a_linked_folder_is_refused_in_words() {
+        let (ws, mut stage) = staged(&["real"], &[("real/x.txt", "x")]);
+        std::os::unix::fs::symlink("real", ws.path().join("via")).unwrap();
+        let refused = stage.overlay.copy_up("via/x.txt", false).unwrap_err();
+        assert!(
+            matches!(&refused, Deny::Refused(why) if why.contains("`via` is a symbolic link")),
+            "{refused:?}"
+        );
+        // A new file's folder must be a folder as the call sees it.
+        assert_eq!(
+            stage.overlay.stage_new_file("via/y.txt"),
+            Err(ErrorCode::NotDirectory.into())
+        );
+        assert!(stage.overlay.is_empty());
+    }
+
+    #[test]
+    fn links_are_judged_as_the_call_sees_the_workspace() {
+        let (ws, mut stage) = staged(&["a", ".claude/skills/mine"], &[]);
+        std::os::unix::fs::symlink("../..", ws.path().join("a/up")).unwrap();
+        let overlay = &mut stage.overlay;
+        let root = std::fs::canonicalize(ws.path()).unwrap();
+        assert_eq!(overlay.link_refusal(Some(&root), "ok", "a"), None);
+        let climbs = overlay.link_refusal(Some(&root), "l", "a/up/..").unwrap();
+        assert!(climbs.contains("climbs"), "{climbs}");
+        let out = overlay.link_refusal(Some(&root), "l", "../..").unwrap();
+        assert!(out.contains("must point inside"), "{out}");
+        let skills = overlay
+            .link_refusal(Some(&root), "l", ".claude/skills/mine")
+            .unwrap();
+        assert!(skills.contains("refused"), "{skills}");
+    }
+
+    #[test]
+    fn a_fork_starts_from_the_changes_of_the_overlay_it_copies() {
+        let (_ws, mut stage) = staged(&[], &[("a.txt", "a")]);
+        stage.overlay.copy_up("a.txt", true).unwrap();
+        stage
+            .overlay
+            .up()
+            .unwrap()
+            .write("a.txt", "forked")
+            .unwrap();
+        stage.overlay.symlink("a.txt", "link").unwrap();
+        let upper = tempfile::tempdir().unwrap();
+        let dir = Dir::open_ambient_dir(upper.path(), cap_std::ambient_authority()).unwrap();
+        let fork = stage.overlay.fork(dir).unwrap();
+        assert_eq!(fork.found("a.txt"), Found::Upper(Kind::File));
+        assert_eq!(fork.raw_link("link").as_deref(), Some("a.txt"));
+        assert_eq!(
+            std::fs::read_to_string(upper.path().join("a.txt")).unwrap(),
+            "forked"
+        );
+    }
+}
