@@ -4,7 +4,7 @@
 /// Whether `url` is https, or plain http to this machine only (localhost or
 /// a loopback address), so nothing on the network can read or swap what it
 /// carries.
-pub fn https_or_loopback(url: &reqwest::Url) -> bool {
+pub(crate) fn https_or_loopback(url: &reqwest::Url) -> bool {
     match url.scheme() {
         "https" => true,
         "http" => {

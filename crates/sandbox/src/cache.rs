@@ -42,7 +42,7 @@ pub const DEFAULT_CACHE_MAX_BYTES: u64 = 2 << 30;
 
 /// A compiled file no process loaded for this long is removed at the next
 /// store, whatever the cache's size.
-pub const UNUSED_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
+pub(crate) const UNUSED_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
 
 /// File header: a magic tag, then the 32-byte MAC, then the compiled code.
 /// Versions 02 and 03 MAC with keyed BLAKE3 (01 used HMAC-SHA256, which

@@ -13,7 +13,7 @@ use super::store::CallState;
 
 /// How often the epoch advances. Timeouts and cancellation take effect
 /// within about one tick.
-pub const EPOCH_TICK: Duration = Duration::from_millis(10);
+pub(crate) const EPOCH_TICK: Duration = Duration::from_millis(10);
 
 /// The largest memory any call may be given (`--memory-mib` is capped to
 /// this). It sizes the pooling allocator's per-slot reservation.
@@ -48,7 +48,7 @@ impl Default for EngineOptions {
 }
 
 /// The shared engine plus the linker holding WASI, built once per process.
-pub struct SandboxEngine {
+pub(crate) struct SandboxEngine {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<CallState>,
     pub(crate) scratch: Arc<ScratchPool>,
@@ -73,7 +73,7 @@ impl EngineError {
 }
 
 impl SandboxEngine {
-    pub fn new(options: &EngineOptions) -> Result<Self, EngineError> {
+    pub(crate) fn new(options: &EngineOptions) -> Result<Self, EngineError> {
         let mut config = Config::new();
         config
             .epoch_interruption(true)
@@ -112,7 +112,7 @@ impl SandboxEngine {
         })
     }
 
-    pub fn engine(&self) -> &Engine {
+    pub(crate) fn engine(&self) -> &Engine {
         &self.engine
     }
 }

@@ -120,9 +120,9 @@ pub struct Grants {
 /// Guest paths of the mounts, stable across hosts so tools and skills can
 /// name them in their instructions.
 pub const SKILL_MOUNT: &str = "/skill";
-pub const WORKSPACE_MOUNT: &str = "/workspace";
-pub const SCRATCH_MOUNT: &str = "/tmp";
-pub const PACKAGES_MOUNT: &str = "/packages";
+pub(crate) const WORKSPACE_MOUNT: &str = "/workspace";
+pub(crate) const SCRATCH_MOUNT: &str = "/tmp";
+pub(crate) const PACKAGES_MOUNT: &str = "/packages";
 
 impl Grants {
     /// A one-line description of the grants in force, for banners, audit

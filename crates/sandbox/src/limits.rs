@@ -66,15 +66,15 @@ pub struct Limits {
 }
 
 pub const MIB: usize = 1024 * 1024;
-pub const DEFAULT_FUEL: u64 = 10_000_000_000;
-pub const DEFAULT_MEMORY_BYTES: usize = 64 * MIB;
-pub const DEFAULT_OUTPUT_BYTES: usize = MIB;
-pub const DEFAULT_SCRATCH_BYTES: u64 = 64 * MIB as u64;
-pub const DEFAULT_SCRATCH_ENTRIES: u64 = 10_000;
-pub const DEFAULT_WORKSPACE_BYTES: u64 = 256 * MIB as u64;
-pub const DEFAULT_WORKSPACE_ENTRIES: u64 = 10_000;
-pub const DEFAULT_NET_REQUESTS: u32 = 16;
-pub const DEFAULT_NET_RESPONSE_BYTES: u64 = 8 * MIB as u64;
+pub(crate) const DEFAULT_FUEL: u64 = 10_000_000_000;
+pub(crate) const DEFAULT_MEMORY_BYTES: usize = 64 * MIB;
+pub(crate) const DEFAULT_OUTPUT_BYTES: usize = MIB;
+pub(crate) const DEFAULT_SCRATCH_BYTES: u64 = 64 * MIB as u64;
+pub(crate) const DEFAULT_SCRATCH_ENTRIES: u64 = 10_000;
+pub(crate) const DEFAULT_WORKSPACE_BYTES: u64 = 256 * MIB as u64;
+pub(crate) const DEFAULT_WORKSPACE_ENTRIES: u64 = 10_000;
+pub(crate) const DEFAULT_NET_REQUESTS: u32 = 16;
+pub(crate) const DEFAULT_NET_RESPONSE_BYTES: u64 = 8 * MIB as u64;
 
 impl Limits {
     /// The defaults for a call of the given class.

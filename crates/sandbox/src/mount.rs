@@ -30,7 +30,7 @@ impl Mount {
 /// What a call went over.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("the guest went over its {what} quota of {limit} on {}", mount.guest_path())]
-pub struct QuotaExceeded {
+pub(crate) struct QuotaExceeded {
     pub mount: Mount,
     pub what: QuotaKind,
     pub limit: u64,

@@ -18,7 +18,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamError, StreamResult};
 /// Raised inside the guest's write when a stream passes its cap.
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("the guest wrote more than {limit} bytes to {stream}")]
-pub struct OutputOverflow {
+pub(crate) struct OutputOverflow {
     pub stream: &'static str,
     pub limit: usize,
 }
@@ -32,14 +32,14 @@ struct State {
 /// One capped stream. Clones share the same buffer, as WASI expects of
 /// the several handles a guest may open to its stdout.
 #[derive(Debug, Clone)]
-pub struct CappedPipe {
+pub(crate) struct CappedPipe {
     stream: &'static str,
     limit: usize,
     state: Arc<Mutex<State>>,
 }
 
 impl CappedPipe {
-    pub fn new(stream: &'static str, limit: usize) -> Self {
+    pub(crate) fn new(stream: &'static str, limit: usize) -> Self {
         CappedPipe {
             stream,
             limit,
@@ -51,16 +51,16 @@ impl CappedPipe {
     }
 
     /// The captured bytes as text, replacing invalid UTF-8.
-    pub fn text(&self) -> String {
+    pub(crate) fn text(&self) -> String {
         String::from_utf8_lossy(&self.lock().buf).into_owned()
     }
 
-    pub fn overflowed(&self) -> bool {
+    pub(crate) fn overflowed(&self) -> bool {
         self.lock().overflowed
     }
 
     /// The error this pipe's cap stands for.
-    pub fn overflow_error(&self) -> OutputOverflow {
+    pub(crate) fn overflow_error(&self) -> OutputOverflow {
         OutputOverflow {
             stream: self.stream,
             limit: self.limit,

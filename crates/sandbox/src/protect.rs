@@ -26,7 +26,7 @@ const SKILLS: &str = "skills";
 
 /// What a guest may not do to a path, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
+pub(crate) struct Refusal {
     /// The protected part of the path, from the project folder on
     /// (`.claude/skills/x/SKILL.md`), or the guest's own text: never a
     /// host path.
@@ -36,7 +36,7 @@ pub struct Refusal {
 
 /// Why a change was refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reason {
+pub(crate) enum Reason {
     /// It touches a project skill folder.
     ProjectSkills,
     /// A symbolic link whose target lies outside the workspace: the guest
@@ -52,7 +52,7 @@ impl Refusal {
         }
     }
 
-    pub fn message(&self, action: &str) -> String {
+    pub(crate) fn message(&self, action: &str) -> String {
         match self.reason {
             Reason::ProjectSkills => format!(
                 "refused to {action} `{}`: a workspace's .agents/skills and .claude/skills \
@@ -72,7 +72,7 @@ impl Refusal {
 
 /// How the last component of a path is treated when it is a symbolic link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Last {
+pub(crate) enum Last {
     /// The operation acts on the link itself (create, remove, rename).
     Link,
     /// The operation follows it (open).
@@ -81,7 +81,7 @@ pub enum Last {
 
 /// Whether a change at `path` under the folder `dir` would touch a project
 /// skill folder; `Err` says which part.
-pub fn check_change(dir: &impl AsRawFd, path: &str, last: Last) -> Result<(), Refusal> {
+pub(crate) fn check_change(dir: &impl AsRawFd, path: &str, last: Last) -> Result<(), Refusal> {
     for candidate in candidates(dir, path, last) {
         if let Some(shown) = protected_part(&candidate) {
             return Err(Refusal::project(shown));
@@ -92,7 +92,7 @@ pub fn check_change(dir: &impl AsRawFd, path: &str, last: Last) -> Result<(), Re
 
 /// Whether `path` under `dir` may become a project folder by a rename or a
 /// new link: its own name is `.agents` or `.claude`.
-pub fn check_new_name(dir: &impl AsRawFd, path: &str) -> Result<(), Refusal> {
+pub(crate) fn check_new_name(dir: &impl AsRawFd, path: &str) -> Result<(), Refusal> {
     check_change(dir, path, Last::Link)?;
     match Path::new(path).file_name() {
         Some(name) if is_project_folder(name) => {
@@ -104,7 +104,7 @@ pub fn check_new_name(dir: &impl AsRawFd, path: &str) -> Result<(), Refusal> {
 
 /// Whether a symbolic link's target names a project folder anywhere in it:
 /// such a link is a way into the folder under another name.
-pub fn check_link_target(target: &str) -> Result<(), Refusal> {
+pub(crate) fn check_link_target(target: &str) -> Result<(), Refusal> {
     match Path::new(target)
         .components()
         .find(|c| is_project_folder(c.as_os_str()))
@@ -118,7 +118,7 @@ pub fn check_link_target(target: &str) -> Result<(), Refusal> {
 
 /// Whether a symbolic link `link` (under `dir`) to `target` stays inside
 /// `root`, the workspace's real path, judged by name.
-pub fn check_link_inside(
+pub(crate) fn check_link_inside(
     dir: &impl AsRawFd,
     link: &str,
     target: &str,
@@ -225,7 +225,7 @@ fn is_project_folder(name: &OsStr) -> bool {
 
 /// The host path an open descriptor refers to now.
 #[cfg(target_os = "linux")]
-pub fn fd_path(fd: &impl AsRawFd) -> Option<PathBuf> {
+pub(crate) fn fd_path(fd: &impl AsRawFd) -> Option<PathBuf> {
     std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd())).ok()
 }
 

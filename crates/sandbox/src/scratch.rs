@@ -29,7 +29,7 @@ const MAX_IDLE: usize = 16;
 
 /// Untouched scratch folders waiting for the next call.
 #[derive(Default)]
-pub struct ScratchPool {
+pub(crate) struct ScratchPool {
     idle: Mutex<Vec<Scratch>>,
 }
 
@@ -84,7 +84,7 @@ impl Scratch {
 
 impl ScratchPool {
     /// An empty folder for one call: reused if one is idle, else new.
-    pub fn lease(self: &Arc<Self>) -> std::io::Result<ScratchLease> {
+    pub(crate) fn lease(self: &Arc<Self>) -> std::io::Result<ScratchLease> {
         let reused = self.lock().pop();
         let scratch = match reused {
             Some(scratch) => scratch,
@@ -119,14 +119,14 @@ impl ScratchPool {
 /// A call's hold on a scratch folder. Dropping it (when the call's store
 /// goes, however the call ended) returns the folder if it is untouched and
 /// deletes it otherwise.
-pub struct ScratchLease {
+pub(crate) struct ScratchLease {
     scratch: Option<Scratch>,
     pool: Arc<ScratchPool>,
 }
 
 impl ScratchLease {
     /// The folder, pinned: the call mounts this very folder.
-    pub fn dir(&self) -> &PinnedDir {
+    pub(crate) fn dir(&self) -> &PinnedDir {
         &self.scratch.as_ref().expect("held until drop").pinned
     }
 }

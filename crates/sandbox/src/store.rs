@@ -28,7 +28,7 @@ use super::stage::Stage;
 /// Raised by the limiter when the guest asks for more memory than allowed.
 #[derive(Debug, thiserror::Error)]
 #[error("memory limit of {limit_bytes} bytes exceeded")]
-pub struct MemoryLimitHit {
+pub(crate) struct MemoryLimitHit {
     pub limit_bytes: usize,
 }
 
@@ -36,7 +36,7 @@ pub struct MemoryLimitHit {
 /// memory and every table of every core instance in the component counts
 /// against one budget, so a component cannot multiply its share by
 /// declaring more memories.
-pub struct CallLimiter {
+pub(crate) struct CallLimiter {
     memory_bytes: usize,
     table_elements: usize,
     memory_in_use: usize,
@@ -113,7 +113,7 @@ impl ResourceLimiter for CallLimiter {
 }
 
 /// The data a call's store holds.
-pub struct CallState {
+pub(crate) struct CallState {
     wasi: WasiCtx,
     http: WasiHttpCtx,
     pub(crate) egress: Egress,
@@ -126,13 +126,13 @@ pub struct CallState {
 
 impl CallState {
     /// What the call did on the network so far.
-    pub fn net_log(&self) -> NetLog {
+    pub(crate) fn net_log(&self) -> NetLog {
         self.egress.log()
     }
 
     /// Everything the call was refused although it went on: network
     /// requests, then changes to protected folders.
-    pub fn refusals(&self) -> Vec<String> {
+    pub(crate) fn refusals(&self) -> Vec<String> {
         let mut out = self.egress.log().refusals;
         out.extend(self.fs.refusals().iter().cloned());
         out
@@ -170,7 +170,7 @@ impl WasiView for CallState {
 
 /// What one call is given besides its grants: program arguments and stdin
 /// (for scripts) and where its output goes.
-pub struct CallIo {
+pub(crate) struct CallIo {
     pub args: Vec<String>,
     pub stdin: Vec<u8>,
     pub stdout: CappedPipe,
@@ -180,7 +180,7 @@ pub struct CallIo {
 }
 
 impl CallIo {
-    pub fn new(limits: &Limits, net: NetTrace) -> Self {
+    pub(crate) fn new(limits: &Limits, net: NetTrace) -> Self {
         CallIo {
             args: Vec::new(),
             stdin: Vec::new(),
@@ -192,7 +192,7 @@ impl CallIo {
 }
 
 /// Builds a fresh store for one call.
-pub fn new_store(
+pub(crate) fn new_store(
     engine: &wasmtime::Engine,
     scratch: &Arc<ScratchPool>,
     grants: &Grants,

@@ -42,14 +42,14 @@ impl Approver {
 /// The agent's MCP client handler: declares that it can be asked, and
 /// answers confirmations with the run's [`Approver`].
 #[derive(Clone)]
-pub struct AgentClient {
+pub(crate) struct AgentClient {
     approver: Approver,
     /// Questions refused because no one could answer them.
     refused: Arc<Mutex<Vec<String>>>,
 }
 
 impl AgentClient {
-    pub fn new(approver: Approver) -> Self {
+    pub(crate) fn new(approver: Approver) -> Self {
         AgentClient {
             approver,
             refused: Arc::new(Mutex::new(Vec::new())),
@@ -57,7 +57,7 @@ impl AgentClient {
     }
 
     /// The first question refused since the last look, if any.
-    pub fn take_refusal(&self) -> Option<String> {
+    pub(crate) fn take_refusal(&self) -> Option<String> {
         let mut refused = self.refused.lock().unwrap_or_else(|e| e.into_inner());
         (!refused.is_empty()).then(|| refused.remove(0))
     }

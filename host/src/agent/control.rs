@@ -23,7 +23,7 @@ use crate::skill::tokens;
 const MAX_TOOL_RESULT: usize = 32 * 1024;
 
 #[derive(Debug, Clone, Copy)]
-pub struct Timeouts {
+pub(crate) struct Timeouts {
     pub read: Duration,
     pub write: Duration,
     pub script: Duration,
@@ -34,7 +34,7 @@ impl Timeouts {
     /// own limit for the class, plus a margin for the reply to come back,
     /// so the sandbox's precise error (not the agent's timeout) reaches
     /// the model.
-    pub fn around_sandbox_defaults() -> Self {
+    pub(crate) fn around_sandbox_defaults() -> Self {
         const MARGIN: Duration = Duration::from_secs(2);
         Timeouts {
             read: SideEffect::Read.default_timeout() + MARGIN,
@@ -52,7 +52,7 @@ impl Timeouts {
     }
 }
 
-pub struct LoopOptions {
+pub(crate) struct LoopOptions {
     pub max_steps: usize,
     pub budget_tokens: Option<u64>,
     pub context_tokens: usize,
@@ -61,7 +61,7 @@ pub struct LoopOptions {
     pub timeouts: Timeouts,
 }
 
-pub struct AgentLoop<'a, M: Model> {
+pub(crate) struct AgentLoop<'a, M: Model> {
     provider: &'a M,
     hub: &'a ToolHub,
     options: LoopOptions,
@@ -89,7 +89,7 @@ pub struct AgentLoop<'a, M: Model> {
 }
 
 impl<'a, M: Model> AgentLoop<'a, M> {
-    pub fn new(
+    pub(crate) fn new(
         provider: &'a M,
         hub: &'a ToolHub,
         options: LoopOptions,
@@ -117,7 +117,7 @@ impl<'a, M: Model> AgentLoop<'a, M> {
         }
     }
 
-    pub async fn run(mut self) -> (Outcome, Trace) {
+    pub(crate) async fn run(mut self) -> (Outcome, Trace) {
         let mut last_text = None;
         let mut step = 0;
         let stop = loop {

@@ -51,7 +51,7 @@ pub struct ToolDef {
 }
 
 /// Messages kept whole at the end of the conversation when trimming.
-pub const KEEP_RECENT: usize = 6;
+pub(crate) const KEEP_RECENT: usize = 6;
 /// Tool results shorter than this are never worth trimming.
 const TRIM_MIN_CHARS: usize = 400;
 
@@ -61,7 +61,7 @@ const TRIM_MIN_CHARS: usize = 400;
 /// task and its constraints) and loaded skills' instructions are never
 /// touched. Returns how many results
 /// were trimmed.
-pub fn trim(messages: &mut [Message], mut fits: impl FnMut(&[Message]) -> bool) -> usize {
+pub(crate) fn trim(messages: &mut [Message], mut fits: impl FnMut(&[Message]) -> bool) -> usize {
     let mut trimmed = 0;
     let protected_from = messages.len().saturating_sub(KEEP_RECENT);
     for i in 0..protected_from {

@@ -31,7 +31,7 @@ fn sorted(value: &Value) -> Value {
 
 /// A stable key for a side-effecting call: the same tool and arguments
 /// give the same key, so a retry is recognised.
-pub fn idempotency_key(name: &str, arguments: &Map<String, Value>) -> String {
+pub(super) fn idempotency_key(name: &str, arguments: &Map<String, Value>) -> String {
     let canonical = sorted(&Value::Object(arguments.clone())).to_string();
     crate::sandbox::sha256_hex(format!("{name}\u{0}{canonical}").as_bytes())
 }

@@ -25,7 +25,7 @@ pub struct McpConfig {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-pub enum ServerSpec {
+pub(crate) enum ServerSpec {
     Stdio {
         command: String,
         #[serde(default)]

@@ -8,9 +8,9 @@ use super::provider::TokenUsage;
 use super::trace::clip;
 
 /// Consecutive failing tool calls after which the loop is considered stuck.
-pub const MAX_CONSECUTIVE_TOOL_ERRORS: usize = 5;
+pub(super) const MAX_CONSECUTIVE_TOOL_ERRORS: usize = 5;
 /// Identical consecutive calls that mean the model is looping.
-pub const MAX_REPEATS: usize = 3;
+pub(super) const MAX_REPEATS: usize = 3;
 /// Why the loop stopped; each has its own exit code.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 #[serde(tag = "reason", content = "detail", rename_all = "snake_case")]
@@ -98,7 +98,7 @@ pub(super) struct StuckDetector {
 
 impl StuckDetector {
     /// Before a call runs: a stop if the model repeats itself.
-    pub fn before(&mut self, name: &str, arguments: &str) -> Option<Stop> {
+    pub(super) fn before(&mut self, name: &str, arguments: &str) -> Option<Stop> {
         let signature = format!("{name}\u{0}{}", canonical(arguments));
         self.recent.push_back(signature.clone());
         if self.recent.len() > MAX_REPEATS {
@@ -114,7 +114,7 @@ impl StuckDetector {
     }
 
     /// After a call ran: a stop if too many failed in a row.
-    pub fn after(&mut self, is_error: bool, text: &str) -> Option<Stop> {
+    pub(super) fn after(&mut self, is_error: bool, text: &str) -> Option<Stop> {
         if !is_error {
             self.consecutive_errors = 0;
             return None;

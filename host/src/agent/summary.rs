@@ -19,7 +19,7 @@ written at the host's request. It records conclusions and facts from those steps
 const SKILLS_HEADER: &str = "Instructions of the skills loaded in those steps, kept verbatim:";
 
 /// The host's own instruction for the summary call.
-pub fn instruction(max_tokens: u32) -> String {
+pub(super) fn instruction(max_tokens: u32) -> String {
     format!(
         "You compress the earlier part of an agent's run into a summary that replaces it in the \
          agent's context. Keep: the conclusions reached; facts that tool results confirmed, with \
@@ -34,7 +34,7 @@ pub fn instruction(max_tokens: u32) -> String {
 
 /// A skill's instructions, carried past a summary.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CarriedSkill {
+pub(super) struct CarriedSkill {
     pub call_id: String,
     pub text: String,
 }
@@ -42,7 +42,7 @@ pub struct CarriedSkill {
 /// What a summary would replace: `messages[1..cut]`. The cut falls on an
 /// assistant message, so every kept tool result still follows the call
 /// it answers. `None` when nothing older than the recent turns is left.
-pub fn cut_point(messages: &[Message]) -> Option<usize> {
+pub(super) fn cut_point(messages: &[Message]) -> Option<usize> {
     let mut cut = messages.len().checked_sub(KEEP_RECENT)?;
     while cut > 1 && !matches!(messages[cut], Message::Assistant { .. }) {
         cut -= 1;
@@ -60,7 +60,7 @@ fn is_summary(message: &Message) -> bool {
 }
 
 /// The skill instructions among `replaced`, in the order they loaded.
-pub fn skills_in(replaced: &[Message]) -> Vec<CarriedSkill> {
+pub(super) fn skills_in(replaced: &[Message]) -> Vec<CarriedSkill> {
     replaced
         .iter()
         .filter_map(|m| match m {
@@ -81,7 +81,7 @@ pub fn skills_in(replaced: &[Message]) -> Vec<CarriedSkill> {
 /// The replaced turns as the summary call reads them: one block per
 /// message, skill instructions named but left out, a previous summary
 /// without the instructions it carried.
-pub fn transcript(replaced: &[Message]) -> String {
+pub(super) fn transcript(replaced: &[Message]) -> String {
     let mut out = String::from("The earlier turns of the run:\n<transcript>\n");
     for message in replaced {
         let block = match message {
@@ -122,7 +122,7 @@ pub fn transcript(replaced: &[Message]) -> String {
 }
 
 /// The message that takes the replaced turns' place.
-pub fn message(summary: &str, skills: &[CarriedSkill]) -> String {
+pub(super) fn message(summary: &str, skills: &[CarriedSkill]) -> String {
     let mut out = format!(
         "{SUMMARY_HEADER}\n<session-summary>\n{}\n</session-summary>",
         escape_framing(summary.trim())
@@ -141,7 +141,7 @@ pub fn message(summary: &str, skills: &[CarriedSkill]) -> String {
 }
 
 /// `text` cut to about `max` tokens, at a character boundary.
-pub fn bounded(text: &str, max: u32) -> String {
+pub(super) fn bounded(text: &str, max: u32) -> String {
     let max = max as usize;
     if tokens::count(text) <= max {
         return text.to_string();

@@ -28,7 +28,7 @@ type Client = RunningService<RoleClient, AgentClient>;
 /// Calls that may run longer than this ask for a task: the server answers
 /// at once with a task id, and the agent polls it, so a long call holds no
 /// request open and can be cancelled on the server when the agent gives up.
-pub const TASK_AFTER: Duration = Duration::from_secs(15);
+pub(crate) const TASK_AFTER: Duration = Duration::from_secs(15);
 
 struct Connection {
     /// `None` for skillbox itself, whose tool names are used as they are.
@@ -38,11 +38,11 @@ struct Connection {
 
 /// The variables a child MCP server inherits; everything else it gets
 /// only by name in its config's `env`.
-pub const CHILD_ENV: [&str; 5] = ["PATH", "HOME", "LANG", "TERM", "TMPDIR"];
+pub(crate) const CHILD_ENV: [&str; 5] = ["PATH", "HOME", "LANG", "TERM", "TMPDIR"];
 
 /// A tool and where it lives.
 #[derive(Debug, Clone)]
-pub struct HubTool {
+pub(crate) struct HubTool {
     pub def: ToolDef,
     server: usize,
     remote_name: String,
@@ -51,14 +51,14 @@ pub struct HubTool {
 
 impl HubTool {
     /// Whether calling it twice could do something twice.
-    pub fn has_side_effects(&self) -> bool {
+    pub(crate) fn has_side_effects(&self) -> bool {
         self.class != SideEffect::Read
     }
 }
 
 /// The result of one call, as the model will read it.
 #[derive(Debug, Clone)]
-pub struct CallResult {
+pub(crate) struct CallResult {
     pub text: String,
     pub is_error: bool,
 }
@@ -74,7 +74,7 @@ pub enum HubError {
     Server(String),
 }
 
-pub struct ToolHub {
+pub(crate) struct ToolHub {
     connections: Vec<Connection>,
     /// Answers the servers' confirmation questions.
     client: AgentClient,
@@ -83,7 +83,7 @@ pub struct ToolHub {
 impl ToolHub {
     /// Connects skillbox in-process and every configured external server;
     /// `client` answers their confirmation questions.
-    pub async fn connect(
+    pub(crate) async fn connect(
         host: Arc<Shared>,
         config: Option<&McpConfig>,
         client: AgentClient,
@@ -151,13 +151,13 @@ impl ToolHub {
 
     /// A confirmation refused since the last look because no one could
     /// answer it.
-    pub fn take_refusal(&self) -> Option<String> {
+    pub(crate) fn take_refusal(&self) -> Option<String> {
         self.client.take_refusal()
     }
 
     /// Tells skillbox's own server that the user invoked `skill`, the way
     /// an MCP client does: by fetching the skill's prompt.
-    pub async fn invoke_skill(&self, skill: &str) -> Result<(), HubError> {
+    pub(crate) async fn invoke_skill(&self, skill: &str) -> Result<(), HubError> {
         let mut params = rmcp::model::GetPromptRequestParams::new(skill);
         params.arguments = None;
         self.connections[0]
@@ -171,7 +171,7 @@ impl ToolHub {
 
     /// Every tool now, by model-facing name. Two tools with one name are
     /// refused: the model could not tell them apart.
-    pub async fn list(&self) -> Result<BTreeMap<String, HubTool>, HubError> {
+    pub(crate) async fn list(&self) -> Result<BTreeMap<String, HubTool>, HubError> {
         let mut out: BTreeMap<String, HubTool> = BTreeMap::new();
         for (server, connection) in self.connections.iter().enumerate() {
             let tools = connection
@@ -204,7 +204,7 @@ impl ToolHub {
     /// Calls a tool, giving up (and cancelling it) after `timeout`. An
     /// idempotency key travels in the request's `_meta` under
     /// [`IDEMPOTENCY_META_KEY`], for servers that record or honour it.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         tool: &HubTool,
         arguments: Map<String, Value>,
@@ -290,7 +290,7 @@ impl ToolHub {
         }
     }
 
-    pub async fn close(self) {
+    pub(crate) async fn close(self) {
         for connection in self.connections {
             let _ = connection.client.cancel().await;
         }
@@ -403,7 +403,7 @@ fn to_hub_tool(tool: &Tool, server: usize, prefix: Option<&str>) -> HubTool {
 /// (required keys, unknown keys, basic types), so a model gets a precise
 /// correction even from servers that answer vaguely. Skillbox's own tools
 /// check fully on the server side too.
-pub fn check_arguments(schema: &Value, args: &Map<String, Value>) -> Result<(), String> {
+pub(crate) fn check_arguments(schema: &Value, args: &Map<String, Value>) -> Result<(), String> {
     let properties = schema.get("properties").and_then(Value::as_object);
     if let Some(required) = schema.get("required").and_then(Value::as_array) {
         for key in required.iter().filter_map(Value::as_str) {

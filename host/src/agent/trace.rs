@@ -17,10 +17,10 @@ use super::conversation::ToolCall;
 use super::provider::{ModelResponse, TokenUsage};
 
 /// The name in every trace's first line.
-pub const FORMAT: &str = "skillbox-agent-trace";
+pub(crate) const FORMAT: &str = "skillbox-agent-trace";
 /// The version of the events' fields. A change that a reader of the old
 /// fields would misread raises it.
-pub const FORMAT_VERSION: u64 = 1;
+pub(crate) const FORMAT_VERSION: u64 = 1;
 
 /// One tool call as the model read its result.
 #[derive(Debug, Clone, PartialEq)]
@@ -40,7 +40,7 @@ pub struct ToolRecord {
 
 /// One row of the summary table.
 #[derive(Debug, Clone, serde::Serialize)]
-pub struct StepRow {
+pub(crate) struct StepRow {
     pub step: usize,
     pub action: String,
     pub input: String,
@@ -190,7 +190,7 @@ impl Trace {
 }
 
 /// A model reply as the trace records it, whole.
-pub fn reply_record(response: &ModelResponse) -> Value {
+pub(crate) fn reply_record(response: &ModelResponse) -> Value {
     json!({
         "text": response.text,
         "tool_calls": response.tool_calls.iter()
@@ -202,7 +202,7 @@ pub fn reply_record(response: &ModelResponse) -> Value {
 }
 
 /// A recorded reply read back; `None` when the record is not one.
-pub fn reply_from_record(record: &Value) -> Option<ModelResponse> {
+pub(crate) fn reply_from_record(record: &Value) -> Option<ModelResponse> {
     let calls = record["tool_calls"].as_array()?;
     let mut tool_calls = Vec::with_capacity(calls.len());
     for call in calls {
@@ -222,4 +222,4 @@ pub fn reply_from_record(record: &Value) -> Option<ModelResponse> {
     Some(response)
 }
 
-pub use crate::text::clip;
+pub(crate) use crate::text::clip;

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 /// The `_meta` key under which a client sends an idempotency key for a
 /// side-effecting call; it is recorded with the call.
-pub const IDEMPOTENCY_META_KEY: &str = "io.skillbox/idempotencyKey";
+pub(crate) const IDEMPOTENCY_META_KEY: &str = "io.skillbox/idempotencyKey";
 
 /// One tool call, as recorded.
 #[derive(Debug, Clone, Serialize)]
@@ -87,13 +87,13 @@ impl WorkspaceRecord {
     }
 }
 
-pub struct AuditLog {
+pub(crate) struct AuditLog {
     path: PathBuf,
     file: Mutex<File>,
 }
 
 impl AuditLog {
-    pub fn open(path: &Path) -> std::io::Result<Self> {
+    pub(crate) fn open(path: &Path) -> std::io::Result<Self> {
         if let Some(parent) = path.parent() {
             std::fs::create_dir_all(parent)?;
         }
@@ -111,19 +111,19 @@ impl AuditLog {
 
     /// `$SKILLBOX_STATE_DIR`, `$XDG_STATE_HOME/skillbox`, or
     /// `~/.local/state/skillbox`, then `audit.jsonl`.
-    pub fn default_path() -> Option<PathBuf> {
+    pub(crate) fn default_path() -> Option<PathBuf> {
         let dir = crate::dirs::state_dir()?;
         Some(dir.join("audit.jsonl"))
     }
 
-    pub fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Appends a record. Each record is written with one `write_all` under
     /// the lock, so concurrent calls never interleave lines. A failed write
     /// is logged, not fatal: the call already happened.
-    pub fn append(&self, record: &Record) {
+    pub(crate) fn append(&self, record: &Record) {
         let Ok(mut line) = serde_json::to_vec(record) else {
             return;
         };
@@ -139,7 +139,7 @@ impl AuditLog {
     /// Syncs the appended lines to disk (each is already written whole;
     /// this makes them survive a power loss too). For the HTTP drain.
     #[cfg(feature = "http")]
-    pub fn sync(&self) {
+    pub(crate) fn sync(&self) {
         let file = self.file.lock().unwrap_or_else(|e| e.into_inner());
         match file.sync_data() {
             // A pipe or terminal (`--audit /dev/stdout`) has nothing to sync.
@@ -151,7 +151,7 @@ impl AuditLog {
 }
 
 /// Now, as RFC 3339 UTC with milliseconds.
-pub fn now_rfc3339() -> String {
+pub(crate) fn now_rfc3339() -> String {
     chrono::DateTime::<chrono::Utc>::from(std::time::SystemTime::now())
         .to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
 }

@@ -69,7 +69,7 @@ impl std::str::FromStr for ConfirmPolicy {
 
 /// What came of putting a question to the user.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// The user said yes to exactly this question.
     Yes,
     /// The user said no.
@@ -85,7 +85,7 @@ pub enum Answer {
 /// Who puts a call's question to the user. The caller supplies it (the MCP
 /// session asks its client, by elicitation or `input_required`); the call
 /// path decides when to ask, and what an answer is worth.
-pub trait Ask: Send + Sync {
+pub(crate) trait Ask: Send + Sync {
     /// The answer this very request already carries to `question` (a
     /// stateless client's retry), checked before anyone is asked.
     fn carried(&self, _question: &Question) -> Option<bool> {
@@ -104,7 +104,7 @@ pub trait Ask: Send + Sync {
 
 /// The asker a caller supplies; a caller without one cannot be asked.
 #[derive(Clone)]
-pub struct Asker(pub std::sync::Arc<dyn Ask>);
+pub(crate) struct Asker(pub std::sync::Arc<dyn Ask>);
 
 impl std::fmt::Debug for Asker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {

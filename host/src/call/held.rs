@@ -19,12 +19,12 @@ use super::request::CallReply;
 use crate::sandbox::stage::Stage;
 
 /// How long a held call waits for its answer.
-pub const HELD_FOR: Duration = Duration::from_secs(300);
+pub(super) const HELD_FOR: Duration = Duration::from_secs(300);
 
 /// Held calls cap: an unanswered question costs a staging folder.
 const MAX_HELD: usize = 64;
 
-pub struct Held {
+pub(super) struct Held {
     /// The digest of the call itself (tool, arguments, component,
     /// grants), without its changes.
     pub identity: String,
@@ -35,7 +35,12 @@ pub struct Held {
 }
 
 impl Held {
-    pub fn new(identity: String, question: Question, stage: Stage, reply: CallReply) -> Self {
+    pub(super) fn new(
+        identity: String,
+        question: Question,
+        stage: Stage,
+        reply: CallReply,
+    ) -> Self {
         Held {
             identity,
             question,
@@ -47,7 +52,7 @@ impl Held {
 }
 
 #[derive(Default)]
-pub struct HeldCalls(Mutex<HashMap<String, Held>>);
+pub(super) struct HeldCalls(Mutex<HashMap<String, Held>>);
 
 impl HeldCalls {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Held>> {
@@ -59,7 +64,7 @@ impl HeldCalls {
 
     /// Holds a call under its question's digest; the oldest goes when too
     /// many wait.
-    pub fn hold(&self, held: Held) {
+    pub(super) fn hold(&self, held: Held) {
         let mut calls = self.lock();
         if calls.len() >= MAX_HELD
             && let Some(oldest) = calls
@@ -73,7 +78,7 @@ impl HeldCalls {
     }
 
     /// The held call this answer is for, if it is this very call.
-    pub fn take(&self, digest: &str, identity: &str) -> Option<Held> {
+    pub(super) fn take(&self, digest: &str, identity: &str) -> Option<Held> {
         let mut calls = self.lock();
         if calls.get(digest)?.identity != identity {
             return None;
@@ -83,7 +88,7 @@ impl HeldCalls {
 
     /// The question of the call held for `identity`, for a client that
     /// answers by sending the call again.
-    pub fn question_for(&self, identity: &str) -> Option<Question> {
+    pub(super) fn question_for(&self, identity: &str) -> Option<Question> {
         self.lock()
             .values()
             .find(|h| h.identity == identity)

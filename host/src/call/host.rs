@@ -19,7 +19,7 @@ use crate::skill::{Catalog, Skill, SourceOptions};
 /// How the host was configured: where skills come from and what the user
 /// allows.
 #[derive(Debug, Clone)]
-pub struct HostOptions {
+pub(crate) struct HostOptions {
     pub sources: SourceOptions,
     pub policy: UserPolicy,
     pub overrides: LimitOverrides,
@@ -50,7 +50,7 @@ struct ResolvedTools {
     problems: Vec<String>,
 }
 
-pub struct Host {
+pub(crate) struct Host {
     catalog: RwLock<Arc<Catalog>>,
     pub sandbox: Arc<Sandbox>,
     pub options: HostOptions,
@@ -64,7 +64,7 @@ pub struct Host {
 }
 
 /// Context of one call, for the audit record.
-pub struct CallRecord<'a> {
+pub(crate) struct CallRecord<'a> {
     pub client: Option<String>,
     pub tool: &'a str,
     pub skill: Option<&'a Skill>,
@@ -84,7 +84,7 @@ impl Host {
     /// Builds the catalog and checks the user's policy against it: a bare
     /// `--allow-env` several skills request, and a write grant over the
     /// host's own state, are refused here, before anything runs.
-    pub fn new(
+    pub(crate) fn new(
         options: HostOptions,
         sandbox: Arc<Sandbox>,
         audit: Option<AuditLog>,
@@ -112,7 +112,7 @@ impl Host {
     }
 
     /// Everything a write grant must not cover.
-    pub fn protected_state(&self) -> Vec<HostState> {
+    pub(crate) fn protected_state(&self) -> Vec<HostState> {
         let mut out: Vec<HostState> = self
             .options
             .sources
@@ -154,7 +154,7 @@ impl Host {
         out
     }
 
-    pub fn catalog(&self) -> Arc<Catalog> {
+    pub(crate) fn catalog(&self) -> Arc<Catalog> {
         self.catalog
             .read()
             .unwrap_or_else(|e| e.into_inner())
@@ -163,14 +163,14 @@ impl Host {
 
     /// Rebuilds the catalog from the sources and swaps it in; returns the
     /// new one. Reads every skill folder: call it off the async runtime.
-    pub fn reload(&self) -> Arc<Catalog> {
+    pub(crate) fn reload(&self) -> Arc<Catalog> {
         let fresh = Arc::new(Catalog::build(&self.options.sources));
         *self.catalog.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
         fresh
     }
 
     /// [`Host::reload`] on a blocking thread.
-    pub async fn reload_blocking(self: &Arc<Self>) -> Arc<Catalog> {
+    pub(crate) async fn reload_blocking(self: &Arc<Self>) -> Arc<Catalog> {
         let host = self.clone();
         match tokio::task::spawn_blocking(move || host.reload()).await {
             Ok(catalog) => catalog,
@@ -178,12 +178,12 @@ impl Host {
         }
     }
 
-    pub fn audit_path(&self) -> Option<&std::path::Path> {
+    pub(crate) fn audit_path(&self) -> Option<&std::path::Path> {
         self.audit.as_ref().map(|a| a.path())
     }
 
     /// Whether the user's configuration serves this tool at all.
-    pub fn serves(&self, tool: &SkillTool) -> bool {
+    pub(crate) fn serves(&self, tool: &SkillTool) -> bool {
         !self.options.read_only || tool.effect == crate::skill::Effect::Read
     }
 
@@ -197,14 +197,14 @@ impl Host {
 
     /// The resolved tools of the skill named `name` in the current catalog,
     /// if they are resolved and current; never compiles.
-    pub fn cached_tools_of(&self, name: &str) -> Option<Arc<Vec<SkillTool>>> {
+    pub(crate) fn cached_tools_of(&self, name: &str) -> Option<Arc<Vec<SkillTool>>> {
         self.cached_tools(self.catalog().get(name)?)
     }
 
     /// The longest wall-clock limit any call can get under the user's
     /// policy: their override, else the larger of the ceiling and the
     /// longest class default.
-    pub fn longest_call(&self) -> std::time::Duration {
+    pub(crate) fn longest_call(&self) -> std::time::Duration {
         self.options.overrides.timeout.unwrap_or_else(|| {
             self.options
                 .policy
@@ -218,7 +218,7 @@ impl Host {
     /// skill changes; its components compile in the background. Reading
     /// and hashing the components blocks: async callers use
     /// [`Host::tools_of_blocking`].
-    pub fn tools_of(&self, skill: &Skill) -> Arc<Vec<SkillTool>> {
+    pub(crate) fn tools_of(&self, skill: &Skill) -> Arc<Vec<SkillTool>> {
         if let Some(hit) = self.cached_tools(skill) {
             return hit;
         }
@@ -244,7 +244,7 @@ impl Host {
 
     /// The component of a skill's script (resolving the skill's code first
     /// if needed; call it off the async runtime).
-    pub fn script_of(&self, skill: &Skill, script: &str) -> Option<Arc<PendingComponent>> {
+    pub(crate) fn script_of(&self, skill: &Skill, script: &str) -> Option<Arc<PendingComponent>> {
         self.tools_of(skill);
         self.lock_resolved()
             .get(skill.name())
@@ -253,7 +253,7 @@ impl Host {
     }
 
     /// Why the skill's last resolution could not serve all of its code.
-    pub fn problems_of(&self, skill: &str) -> Vec<String> {
+    pub(crate) fn problems_of(&self, skill: &str) -> Vec<String> {
         self.lock_resolved()
             .get(skill)
             .map(|r| r.problems.clone())
@@ -262,7 +262,10 @@ impl Host {
 
     /// [`Host::tools_of`] on a blocking thread, so a slow compile of one
     /// skill never stalls requests for the others.
-    pub async fn tools_of_blocking(self: &Arc<Self>, skill: &Arc<Skill>) -> Arc<Vec<SkillTool>> {
+    pub(crate) async fn tools_of_blocking(
+        self: &Arc<Self>,
+        skill: &Arc<Skill>,
+    ) -> Arc<Vec<SkillTool>> {
         if let Some(hit) = self.cached_tools(skill) {
             return hit;
         }
@@ -275,7 +278,7 @@ impl Host {
     /// The tools of each skill, in order. Skills not yet resolved are
     /// resolved on the blocking pool, as many at once as there are cores;
     /// none waits for a compile.
-    pub async fn tools_of_many(
+    pub(crate) async fn tools_of_many(
         self: &Arc<Self>,
         skills: &[Arc<Skill>],
     ) -> Vec<Arc<Vec<SkillTool>>> {
@@ -299,7 +302,7 @@ impl Host {
     /// later call says why its tool cannot run. For the HTTP warm-up, after
     /// which `/readyz` says ready.
     #[cfg(feature = "http")]
-    pub async fn compiled(self: &Arc<Self>, skills: &[Arc<Skill>]) -> usize {
+    pub(crate) async fn compiled(self: &Arc<Self>, skills: &[Arc<Skill>]) -> usize {
         self.tools_of_many(skills).await;
         let mut failed = 0;
         for skill in skills {
@@ -341,7 +344,7 @@ impl Host {
 
     /// Waits for a call slot: at most `max_concurrency` calls run at once,
     /// and at most `max_per_client` for one principal.
-    pub async fn call_slot(&self, principal: Option<&str>) -> Result<Slot, SandboxError> {
+    pub(crate) async fn call_slot(&self, principal: Option<&str>) -> Result<Slot, SandboxError> {
         let _waiting = self.metrics.waiting_call();
         self.calls
             .acquire(principal)
@@ -350,7 +353,7 @@ impl Host {
     }
 
     /// Records a finished call in the audit log and the metrics.
-    pub fn record(
+    pub(crate) fn record(
         &self,
         call: &CallRecord<'_>,
         outcome: &str,
@@ -389,7 +392,7 @@ impl Host {
 
     /// Audits a host tool that runs no guest code (`load_skill`) with the
     /// same record and metrics as every call.
-    pub fn record_host_tool(
+    pub(crate) fn record_host_tool(
         &self,
         caller: &super::Caller,
         tool: &str,
@@ -414,20 +417,20 @@ impl Host {
 
     /// Syncs the audit log to disk, for the HTTP drain.
     #[cfg(feature = "http")]
-    pub fn sync_audit(&self) {
+    pub(crate) fn sync_audit(&self) {
         if let Some(audit) = &self.audit {
             audit.sync();
         }
     }
 
     /// The metrics in the Prometheus text format.
-    pub fn metrics_text(&self) -> String {
+    pub(crate) fn metrics_text(&self) -> String {
         let (from_cache, compiled) = self.sandbox.load_counts();
         self.metrics.render(from_cache, compiled)
     }
 }
 
 /// Size of `value` as JSON text, for audit records.
-pub fn json_size(value: &Value) -> usize {
+pub(crate) fn json_size(value: &Value) -> usize {
     serde_json::to_vec(value).map_or(0, |v| v.len())
 }

@@ -16,7 +16,7 @@ use prometheus::{
 use super::audit::Record;
 
 /// The tool label of a call whose tool did not resolve.
-pub const UNRESOLVED_TOOL: &str = "(unresolved)";
+pub(crate) const UNRESOLVED_TOOL: &str = "(unresolved)";
 
 /// Latency buckets, in seconds: a warm call takes under a millisecond, a
 /// long one up to the scripts' default limit.

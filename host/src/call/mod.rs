@@ -29,26 +29,26 @@
 // parts, which are unused there, not dead.
 #![cfg_attr(not(feature = "mcp"), allow(dead_code, unused_imports))]
 
-pub mod audit;
+pub(crate) mod audit;
 mod authorize;
-pub mod confirm;
+pub(crate) mod confirm;
 mod error;
 mod held;
 mod host;
-pub mod metrics;
+pub(crate) mod metrics;
 mod pipeline;
 mod prepare;
-pub mod redact;
+pub(crate) mod redact;
 mod request;
 mod slots;
-pub mod trace;
+pub(crate) mod trace;
 
 #[cfg(test)]
 mod tests;
 
-pub use confirm::{Answer, Ask, Asker, ConfirmPolicy, Question};
+pub use confirm::ConfirmPolicy;
+pub(crate) use confirm::{Answer, Ask, Asker, Question};
 pub use error::CallError;
-pub use host::{Host, HostOptions, json_size};
-pub use request::{
-    Access, CallReply, Caller, DryRun, Outcome, Target, WorkspaceChanges, WorkspaceStatus,
-};
+pub(crate) use host::{Host, HostOptions, json_size};
+pub(crate) use request::{Access, CallReply, Caller, Outcome, Target};
+pub use request::{DryRun, WorkspaceChanges, WorkspaceStatus};

@@ -57,7 +57,7 @@ pub(super) struct Call<'a> {
 
 impl Call<'_> {
     /// The call as the audit log records it.
-    pub fn record(&self) -> CallRecord<'_> {
+    pub(super) fn record(&self) -> CallRecord<'_> {
         CallRecord {
             client: self.caller.client.clone(),
             tool: &self.label,
@@ -139,7 +139,7 @@ impl Host {
     ///
     /// The call runs in a `call` span that carries the caller's trace id
     /// and span, when the caller sent a trace context.
-    pub async fn call(
+    pub(crate) async fn call(
         self: &Arc<Self>,
         caller: &Caller,
         target: Target,

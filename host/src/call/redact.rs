@@ -21,7 +21,7 @@ use crate::sandbox::{NetRequest, SandboxError};
 
 /// Values shorter than this are not treated as secrets: redacting `1` or
 /// `on` everywhere would destroy output and protect nothing.
-pub const MIN_SECRET_CHARS: usize = 4;
+pub(crate) const MIN_SECRET_CHARS: usize = 4;
 
 /// The secrets of one call, each in every form the host may write it in,
 /// longest first so that a secret containing another is replaced whole.

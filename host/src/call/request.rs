@@ -17,7 +17,7 @@ pub(super) const SCRIPT_LABEL: &str = "run_script";
 
 /// What to run.
 #[derive(Debug, Clone)]
-pub enum Target {
+pub(crate) enum Target {
     /// A skill tool, `<skill>__<function>`, with JSON arguments.
     Tool { name: String, arguments: Value },
     /// A skill's script (command component) with argv and stdin.
@@ -46,7 +46,7 @@ pub enum Target {
 
 /// Who is calling, and what they have been allowed so far.
 #[derive(Debug, Clone, Default)]
-pub struct Caller {
+pub(crate) struct Caller {
     /// The client's name and version, for the audit log.
     pub client: Option<String>,
     pub idempotency_key: Option<String>,
@@ -170,7 +170,7 @@ impl WorkspaceChanges {
 
 /// The invocation policy a caller is held to.
 #[derive(Debug, Clone, Default)]
-pub enum Access {
+pub(crate) enum Access {
     /// The user at the command line: any loaded skill.
     #[default]
     User,
@@ -187,7 +187,7 @@ pub enum Access {
 
 /// A finished call.
 #[derive(Debug, Clone)]
-pub struct CallReply {
+pub(crate) struct CallReply {
     pub outcome: Outcome,
     /// Grants requested but not given, limits clamped: what a model or
     /// person should know to read the result right.
@@ -209,7 +209,7 @@ pub struct CallReply {
 }
 
 #[derive(Debug, Clone)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     Value(Value),
     Script(CallOutcome),
 }
@@ -217,7 +217,7 @@ pub enum Outcome {
 impl Target {
     /// The skill the target names (empty when a tool name has no `__`,
     /// and for a component file).
-    pub fn skill(&self) -> &str {
+    pub(crate) fn skill(&self) -> &str {
         match self {
             Target::Tool { name, .. } => split_tool_name(name).map_or("", |(skill, _)| skill),
             Target::Script { skill, .. } => skill,
@@ -226,7 +226,7 @@ impl Target {
     }
 
     /// The audit log's tool name: the tool or function, or `run_script`.
-    pub fn label(&self) -> &str {
+    pub(crate) fn label(&self) -> &str {
         match self {
             Target::Tool { name, .. } => name,
             Target::ComponentTool { function, .. } => function,

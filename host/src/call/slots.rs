@@ -7,24 +7,24 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-pub struct CallSlots {
+pub(super) struct CallSlots {
     total: Arc<Semaphore>,
     share: usize,
     clients: Mutex<HashMap<String, Arc<Semaphore>>>,
 }
 
 /// A held slot; dropping it frees the slot.
-pub struct Slot {
+pub(crate) struct Slot {
     _client: Option<OwnedSemaphorePermit>,
     _total: OwnedSemaphorePermit,
 }
 
 /// The slots were closed: the host is shutting down.
 #[derive(Debug)]
-pub struct Closed;
+pub(super) struct Closed;
 
 impl CallSlots {
-    pub fn new(total: usize, share: usize) -> Self {
+    pub(super) fn new(total: usize, share: usize) -> Self {
         let total = total.max(1);
         CallSlots {
             total: Arc::new(Semaphore::new(total)),
@@ -35,7 +35,7 @@ impl CallSlots {
 
     /// Waits for a slot for `client` (`None`: a caller with no identity to
     /// share by, such as the one client of a stdio server).
-    pub async fn acquire(&self, client: Option<&str>) -> Result<Slot, Closed> {
+    pub(super) async fn acquire(&self, client: Option<&str>) -> Result<Slot, Closed> {
         let client_permit = match client {
             None => None,
             Some(client) => {

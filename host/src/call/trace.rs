@@ -10,11 +10,11 @@
 use serde::Serialize;
 
 /// The `_meta` key of the 2026-07-28 convention for trace context.
-pub const TRACEPARENT_META_KEY: &str = "traceparent";
+pub(crate) const TRACEPARENT_META_KEY: &str = "traceparent";
 
 /// The trace a call belongs to, and the caller's span in it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct TraceContext {
+pub(crate) struct TraceContext {
     /// 32 lowercase hex digits.
     pub trace_id: String,
     /// The caller's span: 16 lowercase hex digits.
@@ -25,7 +25,7 @@ pub struct TraceContext {
 
 impl TraceContext {
     /// Parses a version-00 `traceparent`; `None` for anything else.
-    pub fn parse(header: &str) -> Option<Self> {
+    pub(crate) fn parse(header: &str) -> Option<Self> {
         let mut parts = header.trim().split('-');
         let (version, trace_id, parent_id, flags) =
             (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
@@ -55,7 +55,7 @@ impl TraceContext {
 impl TraceContext {
     /// Makes the caller's span the OpenTelemetry parent of `span`, so an
     /// exported trace shows the call inside the caller's trace.
-    pub fn continue_in(&self, span: &tracing::Span) {
+    pub(crate) fn continue_in(&self, span: &tracing::Span) {
         use opentelemetry::trace::{
             SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState,
         };

@@ -5,7 +5,7 @@ use std::fmt::Write;
 
 use super::server::{Shared, ToolsMode};
 
-pub fn render(server: &Shared, endpoint: &str) -> String {
+pub(crate) fn render(server: &Shared, endpoint: &str) -> String {
     let host = &server.host;
     let catalog = host.catalog();
     let mut out = String::new();

@@ -10,16 +10,16 @@ use rmcp::service::{Peer, RequestContext, RoleServer};
 use crate::call::trace::{TRACEPARENT_META_KEY, TraceContext};
 
 /// Calls that run longer than this report progress, when asked to.
-pub const PROGRESS_AFTER: Duration = Duration::from_secs(1);
+pub(super) const PROGRESS_AFTER: Duration = Duration::from_secs(1);
 
 /// Where progress goes: the client that asked, under its token.
-pub struct ProgressSink {
+pub(crate) struct ProgressSink {
     pub peer: Peer<RoleServer>,
     pub token: ProgressToken,
 }
 
 impl ProgressSink {
-    pub fn from_context(context: &RequestContext<RoleServer>) -> Option<Self> {
+    pub(crate) fn from_context(context: &RequestContext<RoleServer>) -> Option<Self> {
         context.meta.get_progress_token().map(|token| ProgressSink {
             peer: context.peer.clone(),
             token,
@@ -34,7 +34,7 @@ const CLIENT_INFO_META_KEY: &str = "io.modelcontextprotocol/clientInfo";
 /// The client's name and version, for the audit log: from the session's
 /// `initialize`, else from the request's `_meta` (stateless clients name
 /// themselves per request).
-pub fn client_name(context: &RequestContext<RoleServer>) -> Option<String> {
+pub(super) fn client_name(context: &RequestContext<RoleServer>) -> Option<String> {
     let name = match super::peer::session(context) {
         Some(session) => format!(
             "{} {}",
@@ -56,7 +56,7 @@ pub fn client_name(context: &RequestContext<RoleServer>) -> Option<String> {
 const MAX_CLIENT_NAME: usize = 160;
 
 /// The idempotency key a client sent with this request, if any.
-pub fn idempotency_key(context: &RequestContext<RoleServer>) -> Option<String> {
+pub(super) fn idempotency_key(context: &RequestContext<RoleServer>) -> Option<String> {
     context
         .meta
         .get(crate::call::audit::IDEMPOTENCY_META_KEY)
@@ -67,7 +67,7 @@ pub fn idempotency_key(context: &RequestContext<RoleServer>) -> Option<String> {
 /// The W3C trace context of a request: `_meta.traceparent` (the
 /// 2026-07-28 convention), else the HTTP `traceparent` header. Anything
 /// that does not parse is ignored.
-pub fn trace_context(context: &RequestContext<RoleServer>) -> Option<TraceContext> {
+pub(super) fn trace_context(context: &RequestContext<RoleServer>) -> Option<TraceContext> {
     let from_meta = context
         .meta
         .get(TRACEPARENT_META_KEY)
@@ -90,7 +90,7 @@ fn trace_header(_context: &RequestContext<RoleServer>) -> Option<TraceContext> {
 
 /// Runs `call`, sending `notifications/progress` every second once it has
 /// run for [`PROGRESS_AFTER`].
-pub async fn with_progress<T>(
+pub(super) async fn with_progress<T>(
     sink: Option<ProgressSink>,
     label: &str,
     call: impl Future<Output = T>,

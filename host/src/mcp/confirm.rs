@@ -33,17 +33,17 @@ use super::peer;
 use crate::call::{Answer, Ask, Question};
 
 /// The key of the confirmation in `inputRequests` / `inputResponses`.
-pub const CONFIRM_KEY: &str = "confirm";
+pub(crate) const CONFIRM_KEY: &str = "confirm";
 
 /// The field of the form the user fills in.
-pub const APPROVE_FIELD: &str = "approve";
+pub(crate) const APPROVE_FIELD: &str = "approve";
 
 /// How long a person has to answer, on a session or by a stateless retry,
 /// before the call is refused as unconfirmed.
 pub const DEFAULT_CONFIRM_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// What asking produced.
-pub enum Asked {
+pub(crate) enum Asked {
     /// The user answered: yes or no.
     Answer(bool),
     /// Send this to the client; it asks the user and calls again.
@@ -53,7 +53,7 @@ pub enum Asked {
 }
 
 /// Seals and opens `requestState` values, and remembers which were spent.
-pub struct StateSeal {
+pub(crate) struct StateSeal {
     key: [u8; 32],
     timeout: Duration,
     /// Nonces of answers already used, with their expiry (Unix seconds);
@@ -71,7 +71,7 @@ struct Sealed<'a> {
 const STATE_VERSION: &str = "v2";
 
 impl StateSeal {
-    pub fn new(timeout: Duration) -> std::io::Result<Self> {
+    pub(crate) fn new(timeout: Duration) -> std::io::Result<Self> {
         let mut key = [0u8; 32];
         std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut key)?;
         Ok(StateSeal {
@@ -81,7 +81,7 @@ impl StateSeal {
         })
     }
 
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         self.timeout
     }
 
@@ -195,7 +195,7 @@ fn asked_of(context: &RequestContext<RoleServer>) -> String {
 /// The answer a retried stateless request carries, if it answers a question
 /// this server asked this client about this very call, and the client
 /// declared it can ask its user at all.
-pub fn answer_in(
+pub(crate) fn answer_in(
     seal: &StateSeal,
     question: &Question,
     context: &RequestContext<RoleServer>,
@@ -212,7 +212,7 @@ pub fn answer_in(
 }
 
 /// Asks the client behind `context` to confirm `question`.
-pub async fn ask(
+pub(crate) async fn ask(
     seal: &StateSeal,
     question: &Question,
     context: &RequestContext<RoleServer>,
@@ -262,7 +262,7 @@ fn approved(response: &ElicitResult) -> bool {
 
 /// Puts a call's questions to the client of one request, in the way its
 /// revision allows, for the call path ([`Ask`]).
-pub struct ClientAsker {
+pub(crate) struct ClientAsker {
     seal: Arc<StateSeal>,
     context: RequestContext<RoleServer>,
     responses: Option<InputResponses>,
@@ -279,7 +279,7 @@ pub struct ClientAsker {
 impl ClientAsker {
     /// An asker for the request behind `context`, which may carry answers
     /// (`inputResponses`, `requestState`) to questions asked before.
-    pub fn new(
+    pub(crate) fn new(
         seal: Arc<StateSeal>,
         context: RequestContext<RoleServer>,
         responses: Option<InputResponses>,
@@ -296,12 +296,12 @@ impl ClientAsker {
     }
 
     /// Follows whether the call may still ask its user something.
-    pub fn asking(&self) -> watch::Receiver<bool> {
+    pub(crate) fn asking(&self) -> watch::Receiver<bool> {
         self.asking.subscribe()
     }
 
     /// The `input_required` result of a deferred question, once.
-    pub fn take_deferred(&self) -> Option<InputRequiredResult> {
+    pub(crate) fn take_deferred(&self) -> Option<InputRequiredResult> {
         self.deferred
             .lock()
             .unwrap_or_else(|e| e.into_inner())

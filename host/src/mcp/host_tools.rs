@@ -15,9 +15,9 @@ use crate::skill::files::ReadError;
 use crate::skill::resident::{self, FIND_SKILLS};
 use crate::skill::{Catalog, Skill, invoke, policy, tools};
 
-pub const LOAD_SKILL: &str = "load_skill";
-pub const READ_SKILL_FILE: &str = "read_skill_file";
-pub const RUN_SCRIPT: &str = "run_script";
+pub(crate) const LOAD_SKILL: &str = "load_skill";
+pub(crate) const READ_SKILL_FILE: &str = "read_skill_file";
+pub(crate) const RUN_SCRIPT: &str = "run_script";
 
 /// Longest description shown per skill in the catalog, to keep it cheap.
 /// Files larger than this are not read by `read_skill_file`.
@@ -26,7 +26,7 @@ const DEFAULT_LINES: usize = 200;
 const MAX_LINES: usize = 1000;
 
 /// The guest-visible name of a skill's folder in rendered bodies.
-pub fn skill_dir_uri(skill: &str) -> String {
+pub(crate) fn skill_dir_uri(skill: &str) -> String {
     format!("skill://{skill}")
 }
 
@@ -188,7 +188,7 @@ const MAX_FIND_RESULTS: usize = 50;
 
 /// `find_skills`: the best matches for a query among every skill the model
 /// may use.
-pub fn find_skills(catalog: &Catalog, args: &Map<String, Value>) -> CallToolResult {
+pub(crate) fn find_skills(catalog: &Catalog, args: &Map<String, Value>) -> CallToolResult {
     let query = match string_arg(args, "query") {
         Ok(q) => q,
         Err(e) => return e,
@@ -264,7 +264,7 @@ fn find_skill(catalog: &Catalog, name: &str) -> Result<Arc<Skill>, CallToolResul
 /// `load_skill`: the body, and the skill's tools, references and scripts.
 /// A `disable-model-invocation` skill loads only once the user invoked it
 /// in this session (`user_invoked`).
-pub async fn load_skill(
+pub(crate) async fn load_skill(
     server: &Arc<Shared>,
     args: &Map<String, Value>,
     user_invoked: &BTreeSet<String>,
@@ -387,7 +387,7 @@ const READ_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Runs a host-side file read on a blocking thread, under a deadline: a
 /// slow file system never stalls other sessions.
-pub async fn read_off_runtime<T: Send + 'static>(
+pub(crate) async fn read_off_runtime<T: Send + 'static>(
     read: impl FnOnce() -> T + Send + 'static,
 ) -> Option<T> {
     match tokio::time::timeout(READ_DEADLINE, tokio::task::spawn_blocking(read)).await {
@@ -397,7 +397,7 @@ pub async fn read_off_runtime<T: Send + 'static>(
 }
 
 /// `read_skill_file`: a bounded line range of a file inside a skill.
-pub async fn read_skill_file(
+pub(crate) async fn read_skill_file(
     catalog: Arc<Catalog>,
     args: Map<String, Value>,
     budget: usize,
@@ -493,7 +493,7 @@ fn line_window(text: &str, path: &str, start: usize, max: usize, budget: usize) 
 
 /// The script run `run_script`'s arguments ask for, or the error result
 /// that says what is wrong with them.
-pub fn script_target(args: &Map<String, Value>) -> Result<Target, CallToolResult> {
+pub(crate) fn script_target(args: &Map<String, Value>) -> Result<Target, CallToolResult> {
     let skill = string_arg(args, "skill")?.to_string();
     let invalid_args = || {
         results::error("invalid arguments: `args` must be an array of strings. Nothing was run.")
@@ -548,7 +548,11 @@ pub fn script_target(args: &Map<String, Value>) -> Result<Target, CallToolResult
 
 /// A finished script run as the model reads it: exit code, then stdout and
 /// stderr cut to the output budget.
-pub fn script_result(server: &Shared, outcome: &CallOutcome, notes: &[String]) -> CallToolResult {
+pub(crate) fn script_result(
+    server: &Shared,
+    outcome: &CallOutcome,
+    notes: &[String],
+) -> CallToolResult {
     let budget = server.options.output_budget;
     let (stdout, _) = results::cut_head_tail(
         &outcome.stdout,
@@ -579,7 +583,7 @@ pub fn script_result(server: &Shared, outcome: &CallOutcome, notes: &[String]) -
 
 /// Appends grant notes to an error, so a model learns that a missing grant,
 /// not its request, may be the cause.
-pub fn with_notes(message: String, notes: &[String]) -> String {
+pub(crate) fn with_notes(message: String, notes: &[String]) -> String {
     if notes.is_empty() {
         message
     } else {

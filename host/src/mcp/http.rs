@@ -137,7 +137,7 @@ fn config(options: &HttpOptions, shutdown: CancellationToken) -> StreamableHttpS
 /// Binds and serves until `shutdown` is cancelled, then drains: see
 /// [`serve_connections`]. Returns the bound address once listening (port
 /// 0 picks a free port).
-pub async fn serve(
+pub(crate) async fn serve(
     server: Arc<Shared>,
     options: HttpOptions,
     shutdown: CancellationToken,
@@ -194,7 +194,7 @@ fn refuse_unauthenticated(options: &HttpOptions) -> anyhow::Result<()> {
 /// is on) as an axum router, with the authentication the options ask for,
 /// and the public probes `/healthz` and `/readyz` beside them.
 /// Cancelling `cut_off` ends the requests in flight.
-pub fn router(
+pub(crate) fn router(
     server: Arc<Shared>,
     bound_options: &HttpOptions,
     cut_off: CancellationToken,
@@ -356,7 +356,7 @@ async fn session_ended_is_200(
 
 /// How long a client may take to send a request's headers, so a client
 /// that trickles them cannot hold a connection slot.
-pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// What happens after the listener stops: who to mark as draining, how
 /// long requests get, and the token that cuts them off.

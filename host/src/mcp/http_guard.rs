@@ -76,7 +76,7 @@ impl BearerToken {
 }
 
 /// The token of an `Authorization: Bearer <token>` header.
-pub fn bearer_of(request: &Request<Body>) -> Option<&str> {
+pub(crate) fn bearer_of(request: &Request<Body>) -> Option<&str> {
     request
         .headers()
         .get(header::AUTHORIZATION)
@@ -85,7 +85,7 @@ pub fn bearer_of(request: &Request<Body>) -> Option<&str> {
 }
 
 /// Answers 401 unless the request carries `Authorization: Bearer <token>`.
-pub async fn require_bearer(
+pub(crate) async fn require_bearer(
     token: BearerToken,
     request: Request<Body>,
     next: Next,
@@ -111,13 +111,13 @@ pub const DEFAULT_MAX_SESSIONS: usize = 1024;
 /// is refused until another session ends (sessions idle for five minutes
 /// end by themselves), so a flood of sessions cannot grow memory without
 /// bound.
-pub struct CappedSessions {
+pub(crate) struct CappedSessions {
     inner: LocalSessionManager,
     max: usize,
 }
 
 impl CappedSessions {
-    pub fn new(max: usize) -> Self {
+    pub(crate) fn new(max: usize) -> Self {
         CappedSessions {
             inner: LocalSessionManager::default(),
             max: max.max(1),
@@ -125,13 +125,13 @@ impl CappedSessions {
     }
 
     /// Sessions open now.
-    pub async fn open(&self) -> usize {
+    pub(crate) async fn open(&self) -> usize {
         self.inner.sessions.read().await.len()
     }
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum SessionLimitError {
+pub(crate) enum SessionLimitError {
     #[error(
         "the server has {max} open sessions, its limit (--max-sessions); close an unused session \
          or retry after one ends"

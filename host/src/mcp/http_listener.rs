@@ -24,22 +24,22 @@ use tokio::net::{TcpListener, TcpStream};
 /// Connections served at once by default.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 /// How long a new connection may take to send its first bytes.
-pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections beyond the caps that are still answered (probes only).
 const PROBE_LANE: usize = 16;
 /// Of those, how many one address may hold.
 const PROBE_LANE_PER_ADDRESS: usize = 2;
 /// How long a request on the probe lane waits for a full place.
-pub const LANE_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const LANE_WAIT: Duration = Duration::from_secs(30);
 
 /// The address a connection came from, in each request's extensions as
 /// `ConnectInfo<ClientAddr>`.
 #[derive(Debug, Clone, Copy)]
-pub struct ClientAddr(pub SocketAddr);
+pub(crate) struct ClientAddr(pub SocketAddr);
 
 /// How a connection is served.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Lane {
+pub(crate) enum Lane {
     /// Everything.
     Full,
     /// The probes only, one request, then closed: the listener is full.
@@ -51,7 +51,7 @@ pub enum Lane {
 
 /// The caps, from [`super::HttpOptions`].
 #[derive(Debug, Clone, Copy)]
-pub struct ConnectionCaps {
+pub(crate) struct ConnectionCaps {
     pub max: usize,
     pub per_address: usize,
 }
@@ -168,13 +168,13 @@ impl Ledger {
 
 /// A listener that serves connections within the caps and sorts the rest
 /// onto the probe lane.
-pub struct CappedListener {
+pub(crate) struct CappedListener {
     inner: TcpListener,
     ledger: Arc<Ledger>,
 }
 
 impl CappedListener {
-    pub fn new(inner: TcpListener, caps: ConnectionCaps) -> Self {
+    pub(crate) fn new(inner: TcpListener, caps: ConnectionCaps) -> Self {
         let caps = ConnectionCaps {
             max: caps.max.max(1),
             per_address: caps.per_address.clamp(1, caps.max.max(1)),
@@ -230,20 +230,20 @@ impl axum::serve::Listener for CappedListener {
 /// A connection's place in the ledger, given back when it closes. It is
 /// in each of the connection's requests' extensions.
 #[derive(Debug)]
-pub struct Place {
+pub(crate) struct Place {
     ledger: Arc<Ledger>,
     ip: IpAddr,
     lane: Mutex<Lane>,
 }
 
 impl Place {
-    pub fn lane(&self) -> Lane {
+    pub(crate) fn lane(&self) -> Lane {
         *self.lane.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Waits up to `within` for a full-lane place for this connection;
     /// the lane that kept it out otherwise.
-    pub async fn promote(&self, within: Duration) -> Result<(), Lane> {
+    pub(crate) async fn promote(&self, within: Duration) -> Result<(), Lane> {
         let mut freed = self.ledger.freed.subscribe();
         let deadline = tokio::time::Instant::now() + within;
         loop {
@@ -271,7 +271,7 @@ impl Drop for Place {
 
 /// A connection that holds its place until it closes, and is dropped if it
 /// sends nothing within [`FIRST_BYTE_TIMEOUT`].
-pub struct GuardedStream {
+pub(crate) struct GuardedStream {
     stream: TcpStream,
     place: Arc<Place>,
     first_byte: Option<Pin<Box<tokio::time::Sleep>>>,
@@ -286,7 +286,7 @@ impl GuardedStream {
         }
     }
 
-    pub fn place(&self) -> Arc<Place> {
+    pub(crate) fn place(&self) -> Arc<Place> {
         self.place.clone()
     }
 }
@@ -336,7 +336,7 @@ impl AsyncWrite for GuardedStream {
 }
 
 /// What a probe-lane connection answers to anything but a probe.
-pub fn turned_away(lane: Lane, caps_hint: &str) -> (http::StatusCode, String) {
+pub(crate) fn turned_away(lane: Lane, caps_hint: &str) -> (http::StatusCode, String) {
     let why = match lane {
         Lane::ProbesOnlyShareUsed => format!(
             "your address holds its share of this server's connections ({caps_hint}); close idle \

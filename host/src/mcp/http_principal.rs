@@ -5,7 +5,7 @@ use super::http_listener::ClientAddr;
 
 /// Who is calling, for the per-client shares: the subject of a verified
 /// OAuth token, else the client's network address.
-pub fn principal_in(extensions: &http::Extensions) -> Option<String> {
+pub(crate) fn principal_in(extensions: &http::Extensions) -> Option<String> {
     if let Some(subject) = extensions.get::<super::oauth::Subject>() {
         return Some(format!("sub:{}", subject.0));
     }

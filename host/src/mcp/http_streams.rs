@@ -24,7 +24,7 @@ pub const DEFAULT_MAX_STREAMS_PER_CLIENT: usize = 32;
 pub const STREAM_IDLE_TIMEOUT: Duration = Duration::from_secs(300);
 
 /// The streams open now.
-pub struct StreamGuard {
+pub(crate) struct StreamGuard {
     max_per_principal: usize,
     idle: Duration,
     open: Mutex<Open>,
@@ -37,7 +37,7 @@ struct Open {
 }
 
 impl StreamGuard {
-    pub fn new(max_per_principal: usize, idle: Duration) -> Arc<Self> {
+    pub(crate) fn new(max_per_principal: usize, idle: Duration) -> Arc<Self> {
         Arc::new(StreamGuard {
             max_per_principal: max_per_principal.max(1),
             idle,
@@ -121,7 +121,7 @@ impl Drop for Claim {
 }
 
 /// Caps `GET /mcp` streams; everything else passes through.
-pub async fn cap_streams(
+pub(crate) async fn cap_streams(
     guard: Arc<StreamGuard>,
     request: Request<Body>,
     next: Next,

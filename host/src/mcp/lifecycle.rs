@@ -9,7 +9,7 @@ use tokio::sync::Notify;
 
 /// Where a server is in its life, as `/readyz` reports it.
 #[derive(Debug, Default)]
-pub struct Readiness {
+pub(crate) struct Readiness {
     state: AtomicU8,
     /// Components whose code could not be loaded during warm-up.
     failed: AtomicUsize,
@@ -21,7 +21,7 @@ const DRAINING: u8 = 2;
 
 /// What `/readyz` says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Phase {
+pub(crate) enum Phase {
     Warming,
     Ready,
     Draining,
@@ -34,7 +34,7 @@ impl Readiness {
 
     /// The warm-up finished with `failed` components that did not load;
     /// ready unless the server is already draining.
-    pub fn warmed(&self, failed: usize) {
+    pub(crate) fn warmed(&self, failed: usize) {
         self.failed.store(failed, Ordering::SeqCst);
         let _ = self
             .state
@@ -42,11 +42,11 @@ impl Readiness {
     }
 
     /// The server is stopping: tell balancers to send nothing more.
-    pub fn drain(&self) {
+    pub(crate) fn drain(&self) {
         self.set(DRAINING);
     }
 
-    pub fn phase(&self) -> Phase {
+    pub(crate) fn phase(&self) -> Phase {
         match self.state.load(Ordering::SeqCst) {
             READY => Phase::Ready,
             DRAINING => Phase::Draining,
@@ -55,14 +55,14 @@ impl Readiness {
     }
 
     /// Components whose code could not be loaded during warm-up.
-    pub fn failed(&self) -> usize {
+    pub(crate) fn failed(&self) -> usize {
         self.failed.load(Ordering::SeqCst)
     }
 }
 
 /// Requests being answered right now, so a drain knows when it is done.
 #[derive(Debug, Default)]
-pub struct InFlight {
+pub(crate) struct InFlight {
     count: AtomicUsize,
     idle: Notify,
 }
@@ -73,13 +73,13 @@ impl InFlight {
         InFlightGuard(self.clone())
     }
 
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.count.load(Ordering::SeqCst)
     }
 
     /// Waits until no request is in flight, or `grace` has passed; returns
     /// how many were still in flight then.
-    pub async fn drained(&self, grace: Duration) -> usize {
+    pub(crate) async fn drained(&self, grace: Duration) -> usize {
         let wait = async {
             loop {
                 let idle = self.idle.notified();
@@ -108,7 +108,7 @@ impl Drop for InFlightGuard {
 /// notification streams (a GET on `/mcp`, a 2026-07-28
 /// `subscriptions/listen`): they last as long as the client wants, and
 /// waiting for them would hold every shutdown to its full grace.
-pub async fn track(
+pub(super) async fn track(
     in_flight: Arc<InFlight>,
     request: axum::extract::Request,
     next: axum::middleware::Next,

@@ -29,7 +29,7 @@ const LEEWAY_SECS: u64 = 30;
 /// The largest metadata document or key set read from an issuer.
 const MAX_DOCUMENT_BYTES: usize = 1024 * 1024;
 /// The well-known path of protected-resource metadata.
-pub const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+pub(crate) const METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
 
 /// What the user configured.
 #[derive(Debug, Clone)]
@@ -81,11 +81,11 @@ impl std::fmt::Debug for Verifier {
 /// The `sub` of a verified token, put in the request's extensions for
 /// the call path's per-client share.
 #[derive(Debug, Clone)]
-pub struct Subject(pub String);
+pub(crate) struct Subject(pub String);
 
 /// Why a request was turned away.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Refusal {
+pub(crate) enum Refusal {
     /// 401: no token, or one that does not verify.
     InvalidToken(String),
     /// 403: a valid token without the scopes this server needs.
@@ -396,7 +396,7 @@ async fn get_json<T: serde::de::DeserializeOwned>(
 
 /// Answers 401 or 403, with `WWW-Authenticate` pointing at the metadata,
 /// unless the request carries a token the verifier accepts.
-pub async fn require_token(
+pub(crate) async fn require_token(
     verifier: std::sync::Arc<Verifier>,
     mut request: Request<Body>,
     next: Next,

@@ -23,7 +23,7 @@ use super::server::Shared;
 
 /// Loads every skill's components once, from the cache where it has
 /// them, then marks the server ready. Runs once per server.
-pub async fn warm_up(shared: Arc<Shared>) {
+pub(crate) async fn warm_up(shared: Arc<Shared>) {
     let host = shared.host.clone();
     let skills: Vec<_> = host.catalog().skills().cloned().collect();
     let failed_to_compile = host.compiled(&skills).await;
@@ -36,7 +36,7 @@ pub async fn warm_up(shared: Arc<Shared>) {
 }
 
 /// `/healthz` and `/readyz`: public, and saying nothing sensitive.
-pub fn probes(shared: Arc<Shared>) -> axum::Router {
+pub(crate) fn probes(shared: Arc<Shared>) -> axum::Router {
     axum::Router::new()
         .route(
             "/healthz",
@@ -98,7 +98,7 @@ fn json_response(status: StatusCode, body: &serde_json::Value) -> axum::response
 }
 
 /// `/metrics`, for behind the same authentication as `/mcp`.
-pub fn metrics(
+pub(crate) fn metrics(
     shared: Arc<Shared>,
     open_sessions: Arc<super::http_guard::CappedSessions>,
 ) -> axum::Router {

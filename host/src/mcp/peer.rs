@@ -19,7 +19,9 @@ const STATELESS_REVISION: &str = "2026-07-28";
 /// stdio always, over HTTP when it names a session. (For a stateless HTTP
 /// request the MCP library makes up a handshake from its headers, with no
 /// capabilities; that is not a session's.)
-pub fn session(context: &RequestContext<RoleServer>) -> Option<Arc<InitializeRequestParams>> {
+pub(super) fn session(
+    context: &RequestContext<RoleServer>,
+) -> Option<Arc<InitializeRequestParams>> {
     #[cfg(feature = "http")]
     if let Some(parts) = context.extensions.get::<http::request::Parts>()
         && !parts.headers.contains_key("mcp-session-id")
@@ -30,7 +32,7 @@ pub fn session(context: &RequestContext<RoleServer>) -> Option<Arc<InitializeReq
 }
 
 /// The revision of the request: its session's, else its own.
-pub fn revision(context: &RequestContext<RoleServer>) -> Option<ProtocolVersion> {
+pub(super) fn revision(context: &RequestContext<RoleServer>) -> Option<ProtocolVersion> {
     match session(context) {
         Some(session) => Some(session.protocol_version.clone()),
         None => context.meta.protocol_version().or_else(|| {
@@ -43,17 +45,17 @@ pub fn revision(context: &RequestContext<RoleServer>) -> Option<ProtocolVersion>
 }
 
 /// Whether the request speaks the stateless revision (or later).
-pub fn stateless(context: &RequestContext<RoleServer>) -> bool {
+pub(super) fn stateless(context: &RequestContext<RoleServer>) -> bool {
     revision(context).is_some_and(|v| is_stateless_revision(v.as_str()))
 }
 
 /// Whether `revision` (a date) is the stateless revision or later.
-pub fn is_stateless_revision(revision: &str) -> bool {
+pub(super) fn is_stateless_revision(revision: &str) -> bool {
     revision >= STATELESS_REVISION
 }
 
 /// The client's capabilities: its session's, else the request's own.
-pub fn capabilities(context: &RequestContext<RoleServer>) -> Option<ClientCapabilities> {
+pub(super) fn capabilities(context: &RequestContext<RoleServer>) -> Option<ClientCapabilities> {
     match session(context) {
         Some(session) => Some(session.capabilities.clone()),
         None => context.meta.client_capabilities(),
@@ -61,14 +63,14 @@ pub fn capabilities(context: &RequestContext<RoleServer>) -> Option<ClientCapabi
 }
 
 /// Whether the client declared it can ask its user (elicitation).
-pub fn can_elicit(context: &RequestContext<RoleServer>) -> bool {
+pub(super) fn can_elicit(context: &RequestContext<RoleServer>) -> bool {
     capabilities(context).is_some_and(|caps| caps.elicitation.is_some())
 }
 
 /// Whether the client takes a task for this call. Unlike elicitation this
 /// may be declared per request, even on a session: taking a task grants the
 /// client nothing, it only changes how the answer arrives.
-pub fn takes_task(context: &RequestContext<RoleServer>) -> bool {
+pub(super) fn takes_task(context: &RequestContext<RoleServer>) -> bool {
     let declared = |caps: Option<ClientCapabilities>| caps.is_some_and(|c| c.supports_tasks());
     declared(capabilities(context)) || declared(context.meta.client_capabilities())
 }
@@ -76,7 +78,7 @@ pub fn takes_task(context: &RequestContext<RoleServer>) -> bool {
 /// Who is calling: the subject of a verified OAuth token, else the
 /// client's network address. Over stdio there is one client and no name.
 #[cfg(feature = "http")]
-pub fn principal(context: &RequestContext<RoleServer>) -> Option<String> {
+pub(super) fn principal(context: &RequestContext<RoleServer>) -> Option<String> {
     let parts = context.extensions.get::<http::request::Parts>()?;
     super::http_principal::principal_in(&parts.extensions)
 }

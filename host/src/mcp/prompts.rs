@@ -10,11 +10,11 @@ use serde_json::Value;
 use super::host_tools::skill_dir_uri;
 use crate::skill::{Catalog, invoke};
 
-pub const PAGE_SIZE: usize = 50;
+pub(crate) const PAGE_SIZE: usize = 50;
 /// The one argument every skill prompt takes.
-pub const ARGUMENT: &str = "arguments";
+pub(crate) const ARGUMENT: &str = "arguments";
 
-pub fn list(catalog: &Catalog, cursor: Option<&str>) -> Result<ListPromptsResult, McpError> {
+pub(crate) fn list(catalog: &Catalog, cursor: Option<&str>) -> Result<ListPromptsResult, McpError> {
     let start = match cursor {
         None => 0,
         Some(c) => c
@@ -45,7 +45,7 @@ pub fn list(catalog: &Catalog, cursor: Option<&str>) -> Result<ListPromptsResult
     Ok(result)
 }
 
-pub fn get(
+pub(crate) fn get(
     catalog: &Catalog,
     name: &str,
     args: Option<&JsonObject>,

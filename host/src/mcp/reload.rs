@@ -12,7 +12,7 @@ use crate::skill::fingerprint::fingerprint;
 /// Watches the sources and reloads on change. `baseline` is the
 /// fingerprint taken before the host built its catalog, so a change made
 /// while the server starts is not missed.
-pub async fn watch(server: Arc<Shared>, interval: Duration, baseline: u64) {
+pub(crate) async fn watch(server: Arc<Shared>, interval: Duration, baseline: u64) {
     let host = server.host.clone();
     let roots: Arc<Vec<std::path::PathBuf>> = Arc::new(
         host.options

@@ -14,9 +14,9 @@ use crate::skill::files::ReadError;
 use crate::skill::model::{MAX_SERVED_FILE_BYTES, SKILL_FILE};
 
 /// Resources per page of `resources/list`.
-pub const PAGE_SIZE: usize = 50;
+pub(crate) const PAGE_SIZE: usize = 50;
 
-pub fn uri(skill: &str, path: &str) -> String {
+pub(crate) fn uri(skill: &str, path: &str) -> String {
     format!("skill://{skill}/{path}")
 }
 
@@ -26,7 +26,7 @@ const BINARY: &str = "application/octet-stream";
 /// The MIME type of a skill file, by extension. A file without one
 /// (`LICENSE`, `Makefile`) is text; an unknown extension is not assumed
 /// to be.
-pub fn mime_type(path: &str) -> &'static str {
+pub(crate) fn mime_type(path: &str) -> &'static str {
     let name = path.rsplit('/').next().unwrap_or(path);
     let Some((_, extension)) = name.rsplit_once('.').filter(|(stem, _)| !stem.is_empty()) else {
         return "text/plain";
@@ -90,7 +90,10 @@ fn all(catalog: &Catalog) -> Vec<Resource> {
 }
 
 /// One page of resources; the cursor is the index of the next one.
-pub fn list(catalog: &Catalog, cursor: Option<&str>) -> Result<ListResourcesResult, McpError> {
+pub(crate) fn list(
+    catalog: &Catalog,
+    cursor: Option<&str>,
+) -> Result<ListResourcesResult, McpError> {
     let start = match cursor {
         None => 0,
         Some(c) => c.parse::<usize>().map_err(|_| {
@@ -108,7 +111,7 @@ pub fn list(catalog: &Catalog, cursor: Option<&str>) -> Result<ListResourcesResu
     Ok(result)
 }
 
-pub fn templates() -> ListResourceTemplatesResult {
+pub(crate) fn templates() -> ListResourceTemplatesResult {
     ListResourceTemplatesResult::with_all_items(vec![
         ResourceTemplate::new("skill://{name}/{path}", "skill-file").with_description(
             "Any file inside a skill's folder, e.g. skill://log-inspect/references/patterns.md",
@@ -117,7 +120,7 @@ pub fn templates() -> ListResourceTemplatesResult {
 }
 
 /// Reads `skill://<name>/<path>`, on a blocking thread under a deadline.
-pub async fn read(
+pub(crate) async fn read(
     catalog: std::sync::Arc<Catalog>,
     resource_uri: String,
 ) -> Result<ReadResourceResult, McpError> {
@@ -185,7 +188,7 @@ fn read_now(catalog: &Catalog, resource_uri: &str) -> Result<ReadResourceResult,
 /// Completions for the resource template's `{name}` (skill names) and
 /// `{path}` (the files of the skill named in the context), by prefix.
 /// Prompt arguments are free text and complete to nothing.
-pub fn complete(catalog: &Catalog, request: &CompleteRequestParams) -> CompleteResult {
+pub(crate) fn complete(catalog: &Catalog, request: &CompleteRequestParams) -> CompleteResult {
     let prefix = request.argument.value.as_str();
     let mut values: Vec<String> = match (&request.r#ref, request.argument.name.as_str()) {
         (Reference::Resource(_), "name") => {

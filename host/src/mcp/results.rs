@@ -11,7 +11,7 @@ pub const DEFAULT_OUTPUT_BUDGET: usize = 16 * 1024;
 /// A successful result: `value` as structured content (wrapped in an object
 /// when it is not one, as MCP requires) and as text, cut to `budget` bytes.
 /// `paging_hint` names the tool's own arguments for asking for less.
-pub fn success(value: &Value, budget: usize, paging_hint: Option<&str>) -> CallToolResult {
+pub(crate) fn success(value: &Value, budget: usize, paging_hint: Option<&str>) -> CallToolResult {
     let text = serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string());
     let (shown, cut) = cut_head_tail(&text, budget, paging_hint);
     let mut result = CallToolResult::success(vec![ContentBlock::text(shown)]);
@@ -22,19 +22,19 @@ pub fn success(value: &Value, budget: usize, paging_hint: Option<&str>) -> CallT
 }
 
 /// A result with its own text and structured content (already bounded).
-pub fn text_and_structure(text: String, structured: Value) -> CallToolResult {
+pub(crate) fn text_and_structure(text: String, structured: Value) -> CallToolResult {
     let mut result = CallToolResult::success(vec![ContentBlock::text(text)]);
     result.structured_content = Some(as_object(&structured));
     result
 }
 
 /// A failed call, as an `isError` result the model reads.
-pub fn error(message: impl Into<String>) -> CallToolResult {
+pub(crate) fn error(message: impl Into<String>) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message.into())])
 }
 
 /// MCP structured content is an object; other values go under `result`.
-pub fn as_object(value: &Value) -> Value {
+pub(crate) fn as_object(value: &Value) -> Value {
     match value {
         Value::Object(_) => value.clone(),
         other => json!({ "result": other }),
@@ -44,7 +44,11 @@ pub fn as_object(value: &Value) -> Value {
 /// Cuts `text` to about `budget` bytes, keeping the head and the tail, and
 /// appends a note with the total size and how to ask for the rest. Returns
 /// whether anything was cut.
-pub fn cut_head_tail(text: &str, budget: usize, paging_hint: Option<&str>) -> (String, bool) {
+pub(crate) fn cut_head_tail(
+    text: &str,
+    budget: usize,
+    paging_hint: Option<&str>,
+) -> (String, bool) {
     if text.len() <= budget {
         return (text.to_string(), false);
     }

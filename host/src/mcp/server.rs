@@ -42,7 +42,7 @@ impl std::str::FromStr for ToolsMode {
 
 /// How `serve` was configured, beyond the host.
 #[derive(Debug, Clone)]
-pub struct ServeOptions {
+pub(crate) struct ServeOptions {
     pub tools_mode: ToolsMode,
     /// Bytes of a tool result put into the model's context.
     pub output_budget: usize,
@@ -62,7 +62,7 @@ pub struct ServeOptions {
     pub confirm_timeout: Duration,
 }
 
-pub struct Shared {
+pub(crate) struct Shared {
     pub host: Arc<Host>,
     pub options: ServeOptions,
     /// Connected clients, told when the catalog changes.
@@ -86,7 +86,7 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub fn new(host: Arc<Host>, options: ServeOptions) -> std::io::Result<Self> {
+    pub(crate) fn new(host: Arc<Host>, options: ServeOptions) -> std::io::Result<Self> {
         Ok(Shared {
             tasks: Tasks::new(options.task_after, options.task_ttl, options.max_tasks),
             seal: Arc::new(StateSeal::new(options.confirm_timeout)?),
@@ -105,7 +105,7 @@ impl Shared {
     }
 
     /// True once: for the caller that starts the reload watcher.
-    pub fn claim_watcher(&self) -> bool {
+    pub(crate) fn claim_watcher(&self) -> bool {
         !self
             .watching
             .swap(true, std::sync::atomic::Ordering::SeqCst)
@@ -113,16 +113,16 @@ impl Shared {
 
     /// True once: for the caller that starts the warm-up.
     #[cfg(feature = "http")]
-    pub fn claim_warm_up(&self) -> bool {
+    pub(crate) fn claim_warm_up(&self) -> bool {
         !self.warming.swap(true, std::sync::atomic::Ordering::SeqCst)
     }
 
     /// A receiver of catalog changes.
-    pub fn changes(&self) -> tokio::sync::broadcast::Receiver<()> {
+    pub(crate) fn changes(&self) -> tokio::sync::broadcast::Receiver<()> {
         self.changes.subscribe()
     }
 
-    pub fn register_peer(&self, peer: Peer<RoleServer>) {
+    pub(crate) fn register_peer(&self, peer: Peer<RoleServer>) {
         self.peers
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -131,7 +131,7 @@ impl Shared {
 
     /// Tells every connected client that tools, resources and prompts may
     /// have changed, forgetting clients that are gone.
-    pub async fn broadcast_list_changed(&self) {
+    pub(crate) async fn broadcast_list_changed(&self) {
         let _ = self.changes.send(());
         let peers: Vec<Peer<RoleServer>> =
             self.peers.lock().unwrap_or_else(|e| e.into_inner()).clone();

@@ -47,7 +47,7 @@ fn level_rank(level: LoggingLevel) -> u8 {
 
 /// A connected client. Cheap to clone; clones share the session's state.
 #[derive(Clone)]
-pub struct Session {
+pub(crate) struct Session {
     pub(super) server: Arc<Shared>,
     /// Skills activated with `load_skill` in this session.
     activated: Arc<Mutex<BTreeSet<String>>>,
@@ -72,7 +72,7 @@ impl Session {
     /// A session whose dry-run changes go to `dry_run`, which the caller
     /// keeps (the agent writes them as a patch).
     #[cfg(feature = "agent")]
-    pub fn with_dry_run(server: Arc<Shared>, dry_run: crate::call::DryRun) -> Self {
+    pub(crate) fn with_dry_run(server: Arc<Shared>, dry_run: crate::call::DryRun) -> Self {
         Session {
             dry_run,
             ..Self::new(server)
@@ -80,7 +80,7 @@ impl Session {
     }
 
     /// A session of `server`, before the client's `initialize`.
-    pub fn new(server: Arc<Shared>) -> Self {
+    pub(crate) fn new(server: Arc<Shared>) -> Self {
         Session {
             server,
             activated: Arc::new(Mutex::new(BTreeSet::new())),
@@ -133,7 +133,7 @@ impl Session {
 
     /// Every tool this session lists now (`stable`: the stateless
     /// revision's fixed list).
-    pub async fn tools(&self, stable: bool) -> Vec<rmcp::model::Tool> {
+    pub(crate) async fn tools(&self, stable: bool) -> Vec<rmcp::model::Tool> {
         let host = &self.server.host;
         let catalog = host.catalog();
         let mut tools = host_tools::definitions(
@@ -415,7 +415,7 @@ fn unknown_tool(name: &str, why: &str, listed: &[rmcp::model::Tool]) -> McpError
 
 /// The `_meta` key under which a write-granted call's result says what it
 /// changed in the workspace (committed, or kept in a dry run).
-pub const WORKSPACE_META_KEY: &str = "io.skillbox/workspace";
+pub(super) const WORKSPACE_META_KEY: &str = "io.skillbox/workspace";
 
 fn with_workspace_meta(mut result: CallToolResult, reply: &CallReply) -> CallToolResult {
     if let Some(workspace) = &reply.workspace

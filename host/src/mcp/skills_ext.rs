@@ -22,10 +22,10 @@ use crate::skill::model::SKILL_FILE;
 use crate::skill::{Catalog, Skill};
 
 /// Skills per page of `skills/list`.
-pub const PAGE_SIZE: usize = 50;
+pub(crate) const PAGE_SIZE: usize = 50;
 
 /// A skill as the extension lists it. Reads every file the first time.
-pub fn entry(skill: &Skill) -> SkillEntry {
+pub(crate) fn entry(skill: &Skill) -> SkillEntry {
     let mut extra: JsonObject = match &skill.frontmatter {
         Value::Object(map) => map.clone(),
         _ => JsonObject::new(),
@@ -59,7 +59,7 @@ pub fn entry(skill: &Skill) -> SkillEntry {
 
 /// Where an installed skill came from (reference, resolved digest or
 /// commit, content digest, signer), in a listed skill's `_meta`.
-pub const PROVENANCE_META_KEY: &str = "io.skillbox/provenance";
+pub(crate) const PROVENANCE_META_KEY: &str = "io.skillbox/provenance";
 
 fn parse_cursor(cursor: Option<&str>) -> Result<usize, McpError> {
     cursor.map_or(Ok(0), |c| {
@@ -73,7 +73,7 @@ fn parse_cursor(cursor: Option<&str>) -> Result<usize, McpError> {
 }
 
 /// One page of `skills/list`, in the catalog's (name) order.
-pub async fn list(
+pub(crate) async fn list(
     catalog: Arc<Catalog>,
     cursor: Option<String>,
 ) -> Result<ListSkillsResult, McpError> {
@@ -117,7 +117,10 @@ fn skill_of<'a>(
 }
 
 /// `skills/get`: the entry of the skill whose SKILL.md the URI names.
-pub async fn get(catalog: Arc<Catalog>, resource_uri: String) -> Result<GetSkillResult, McpError> {
+pub(crate) async fn get(
+    catalog: Arc<Catalog>,
+    resource_uri: String,
+) -> Result<GetSkillResult, McpError> {
     let (skill, path) = skill_of(&catalog, &resource_uri)?;
     if path != SKILL_FILE {
         return Err(McpError::invalid_params(
@@ -139,7 +142,7 @@ pub async fn get(catalog: Arc<Catalog>, resource_uri: String) -> Result<GetSkill
 
 /// `resources/directory/read`: the direct children of a skill folder or
 /// one of its subfolders.
-pub async fn directory(
+pub(crate) async fn directory(
     catalog: Arc<Catalog>,
     resource_uri: String,
 ) -> Result<ListResourcesResult, McpError> {

@@ -33,13 +33,13 @@ use super::server::Shared;
 use super::session::Session;
 
 /// Longest request line accepted.
-pub const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_LINE_BYTES: usize = 4 * 1024 * 1024;
 
 /// Lines waiting in either direction before the other side waits.
 const QUEUE: usize = 64;
 
 /// Serves one client on this process's stdin and stdout until stdin closes.
-pub async fn serve(server: Arc<Shared>) -> anyhow::Result<()> {
+pub(crate) async fn serve(server: Arc<Shared>) -> anyhow::Result<()> {
     if let Some((input, output)) = stdio_pipes() {
         return serve_on(server, input, output).await;
     }
@@ -60,7 +60,7 @@ pub async fn serve(server: Arc<Shared>) -> anyhow::Result<()> {
 }
 
 /// Serves one client on any async byte streams (tests and embedders).
-pub async fn serve_on(
+pub(crate) async fn serve_on(
     server: Arc<Shared>,
     input: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     output: impl AsyncWrite + Unpin + Send + 'static,

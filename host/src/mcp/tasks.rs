@@ -35,7 +35,7 @@ pub const DEFAULT_TASK_TTL: Duration = Duration::from_secs(600);
 const POLL_INTERVAL_MS: u64 = 500;
 
 /// The tasks of one server, shared by every session.
-pub struct Tasks {
+pub(crate) struct Tasks {
     pub manager: TaskManager,
     /// A call still running after this long becomes a task.
     pub after: Duration,
@@ -45,7 +45,7 @@ pub struct Tasks {
 }
 
 impl Tasks {
-    pub fn new(after: Duration, ttl: Duration, max: usize) -> Self {
+    pub(crate) fn new(after: Duration, ttl: Duration, max: usize) -> Self {
         Tasks {
             manager: TaskManager::new(),
             after,
@@ -64,7 +64,7 @@ impl Tasks {
     /// A task's TTL counts from its creation, so it is the call's time
     /// limit plus [`Tasks::ttl`]: a result is kept at least that long after
     /// the call ends.
-    pub async fn run_or_promote<W>(
+    pub(crate) async fn run_or_promote<W>(
         &self,
         label: &str,
         promote: Option<Duration>,

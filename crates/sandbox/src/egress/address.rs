@@ -99,7 +99,7 @@ fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
 
 /// Whether `ip` is on the host's own or a private network, or otherwise
 /// not a globally reachable address, by the special-purpose registries.
-pub fn is_internal(ip: IpAddr) -> bool {
+pub(super) fn is_internal(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => blocks_v4().iter().any(|b| b.contains(&v4)),
         IpAddr::V6(v6) => {

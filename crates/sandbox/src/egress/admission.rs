@@ -10,7 +10,7 @@ use super::rule::NetRule;
 
 /// Per-call caps on outgoing HTTP.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct NetLimits {
+pub(crate) struct NetLimits {
     pub requests: u32,
     pub response_bytes: u64,
 }
@@ -55,7 +55,7 @@ pub struct NetLog {
 }
 
 /// The rules and caps one call's requests are admitted under.
-pub struct Admission {
+pub(super) struct Admission {
     pub rules: Vec<NetRule>,
     pub limits: NetLimits,
     /// Names the skill in refusals, so they can say which flag grants it.
@@ -63,7 +63,7 @@ pub struct Admission {
 }
 
 /// A request the policy let through.
-pub struct Admitted {
+pub(super) struct Admitted {
     pub host: String,
     pub port: u16,
     pub tls: bool,
@@ -75,7 +75,7 @@ pub struct Admitted {
 
 impl Admission {
     /// Logs the request and decides whether it may go out.
-    pub fn admit(
+    pub(super) fn admit(
         &self,
         request: &http::Request<WasiBody>,
         log: &mut NetLog,

@@ -27,7 +27,8 @@ use std::time::Instant;
 
 use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpHooks};
 
-pub use admission::{NetLimits, NetLog, NetRequest};
+pub use admission::NetRequest;
+pub(crate) use admission::{NetLimits, NetLog};
 pub use rule::NetRule;
 
 use admission::{Admission, lock};
@@ -47,14 +48,14 @@ impl NetTrace {
 }
 
 /// The `wasi:http` hooks of one call.
-pub struct Egress {
+pub(crate) struct Egress {
     admission: Admission,
     deadline: Instant,
     log: Arc<Mutex<NetLog>>,
 }
 
 impl Egress {
-    pub fn new(
+    pub(crate) fn new(
         rules: Vec<NetRule>,
         limits: NetLimits,
         deadline: Instant,
@@ -72,7 +73,7 @@ impl Egress {
         }
     }
 
-    pub fn log(&self) -> NetLog {
+    pub(crate) fn log(&self) -> NetLog {
         lock(&self.log).clone()
     }
 }

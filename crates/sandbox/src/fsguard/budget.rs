@@ -10,7 +10,7 @@ use crate::mount::{Mount, QuotaExceeded, QuotaKind};
 
 /// Per-mount limits, from [`crate::Limits`].
 #[derive(Debug, Clone, Copy)]
-pub struct QuotaLimits {
+pub(crate) struct QuotaLimits {
     pub bytes: u64,
     pub entries: u64,
 }

@@ -38,13 +38,13 @@ use wasmtime_wasi::p2::{DynOutputStream, FsError, FsResult};
 use super::mount::{Mount, QuotaKind};
 use super::protect::Refusal;
 use super::stage::Stage;
-pub use budget::QuotaLimits;
+pub(crate) use budget::QuotaLimits;
 use budget::{Budget, CountedStream};
 
 /// The quotas of one call, which descriptor belongs to which mount, and
 /// the changes it was refused.
 #[derive(Debug)]
-pub struct FsGuard {
+pub(crate) struct FsGuard {
     scratch: Arc<Budget>,
     workspace: Arc<Budget>,
     /// Descriptor handle (resource rep) -> the mount it was opened under.
@@ -57,7 +57,7 @@ pub struct FsGuard {
 }
 
 impl FsGuard {
-    pub fn new(scratch: QuotaLimits, workspace: QuotaLimits) -> Self {
+    pub(crate) fn new(scratch: QuotaLimits, workspace: QuotaLimits) -> Self {
         FsGuard {
             scratch: Budget::new(Mount::Scratch, scratch),
             workspace: Budget::new(Mount::Workspace, workspace),
@@ -70,25 +70,25 @@ impl FsGuard {
 
     /// Sends the call's `/workspace` through `stage`: its changes are kept
     /// there until the caller commits them.
-    pub fn with_stage(mut self, stage: Option<Stage>) -> Self {
+    pub(crate) fn with_stage(mut self, stage: Option<Stage>) -> Self {
         self.staged = stage.map(overlay::Staged::new);
         self
     }
 
     /// The call's staged changes, taken out once it has finished.
-    pub fn take_stage(&mut self) -> Option<Stage> {
+    pub(crate) fn take_stage(&mut self) -> Option<Stage> {
         self.staged.take().map(|s| s.stage)
     }
 
     /// Names the workspace's folder on the host (canonical), so links made
     /// in it can be checked to stay inside.
-    pub fn with_workspace_root(mut self, root: Option<std::path::PathBuf>) -> Self {
+    pub(crate) fn with_workspace_root(mut self, root: Option<std::path::PathBuf>) -> Self {
         self.workspace_root = root;
         self
     }
 
     /// Changes to protected folders the guest tried, in words.
-    pub fn refusals(&self) -> &[String] {
+    pub(crate) fn refusals(&self) -> &[String] {
         &self.refusals
     }
 
@@ -122,13 +122,13 @@ impl FsGuard {
 
 /// A call's file system as its guest sees it: wasmtime-wasi's own view of
 /// the WASI context and resource table, and the call's guard.
-pub struct GuardedView<'a> {
+pub(crate) struct GuardedView<'a> {
     fs: WasiFilesystemCtxView<'a>,
     guard: &'a mut FsGuard,
 }
 
 impl<'a> GuardedView<'a> {
-    pub fn new(fs: WasiFilesystemCtxView<'a>, guard: &'a mut FsGuard) -> Self {
+    pub(crate) fn new(fs: WasiFilesystemCtxView<'a>, guard: &'a mut FsGuard) -> Self {
         GuardedView { fs, guard }
     }
 
@@ -151,7 +151,7 @@ impl<'a> GuardedView<'a> {
 }
 
 /// A call's store, which can lend its file system with the guard.
-pub trait GuardedFs: Send + 'static {
+pub(crate) trait GuardedFs: Send + 'static {
     fn guarded_fs(&mut self) -> GuardedView<'_>;
 }
 
@@ -166,7 +166,7 @@ impl HasData for Guarded {
 /// Serves `wasi:filesystem` through [`GuardedView`]. Call after
 /// wasmtime-wasi's own `add_to_linker_async`, whose filesystem functions
 /// this replaces.
-pub fn add_to_linker<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
+pub(crate) fn add_to_linker<T: GuardedFs>(linker: &mut Linker<T>) -> wasmtime::Result<()> {
     linker.allow_shadowing(true);
     let linked = types::add_to_linker::<T, Guarded>(linker, T::guarded_fs)
         .and_then(|()| preopens::add_to_linker::<T, Guarded>(linker, T::guarded_fs));

@@ -100,7 +100,7 @@ fn size(bytes: Option<u64>, kind: Kind) -> String {
 
 /// The changes an overlay holds. A file opened for writing and left as it
 /// was is not a change.
-pub fn of(overlay: &Overlay) -> ChangeSet {
+pub(super) fn of(overlay: &Overlay) -> ChangeSet {
     let mut changes = Vec::new();
     for (path, entry) in &overlay.entries {
         let upper_len = || {
@@ -235,7 +235,7 @@ fn texts(overlay: &Overlay, change: &Change) -> Result<(String, String), &'stati
 
 /// A unified diff of every text file changed, cut at `max_bytes`; other
 /// files are named with their sizes.
-pub fn excerpt(overlay: &Overlay, set: &ChangeSet, max_bytes: usize) -> String {
+pub(super) fn excerpt(overlay: &Overlay, set: &ChangeSet, max_bytes: usize) -> String {
     let mut out = String::new();
     for change in &set.changes {
         if out.len() >= max_bytes {
@@ -275,7 +275,7 @@ pub fn excerpt(overlay: &Overlay, set: &ChangeSet, max_bytes: usize) -> String {
 /// Every change as a git-format patch, which `git apply` takes in the
 /// workspace (or a clean copy of it). Binary and large files cannot be
 /// written as text: they are listed in the error.
-pub fn patch(overlay: &Overlay, set: &ChangeSet) -> Result<String, Vec<String>> {
+pub(super) fn patch(overlay: &Overlay, set: &ChangeSet) -> Result<String, Vec<String>> {
     let mut out = String::new();
     let mut skipped = Vec::new();
     for change in &set.changes {

@@ -18,14 +18,14 @@ use super::path::{Fingerprint, Kind, WsPath, ancestors, depth, is_under, parent,
 
 /// What a path was in the workspace before the call changed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Base {
+pub(crate) enum Base {
     Absent,
     Was(Fingerprint),
 }
 
 /// A change the call made to one path.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Entry {
+pub(crate) enum Entry {
     /// Its content is the staged file at the same path above.
     File { base: Base },
     /// A folder the call made.
@@ -37,7 +37,7 @@ pub enum Entry {
 }
 
 impl Entry {
-    pub fn base(&self) -> Base {
+    pub(crate) fn base(&self) -> Base {
         match *self {
             Entry::File { base } | Entry::Dir { base } | Entry::Link { base } => base,
             Entry::Gone { base } => Base::Was(base),
@@ -87,7 +87,7 @@ impl From<io::Error> for Deny {
 }
 
 /// The WASI error code for an I/O error met while staging.
-pub fn error_code(e: &io::Error) -> ErrorCode {
+pub(super) fn error_code(e: &io::Error) -> ErrorCode {
     use io::ErrorKind as K;
     match e.kind() {
         K::NotFound => ErrorCode::NoEntry,
@@ -104,7 +104,7 @@ pub fn error_code(e: &io::Error) -> ErrorCode {
 
 /// The workspace below, the staging folder above, and what the call did.
 #[derive(Debug)]
-pub struct Overlay {
+pub(crate) struct Overlay {
     pub(super) lower: Dir,
     /// Made at the call's first change: a call that only reads has none.
     pub(super) upper: Option<Dir>,
@@ -119,7 +119,7 @@ pub struct Overlay {
 }
 
 impl Overlay {
-    pub fn new(lower: Dir, upper: Option<Dir>) -> Self {
+    pub(crate) fn new(lower: Dir, upper: Option<Dir>) -> Self {
         Overlay {
             lower,
             upper,
@@ -130,12 +130,12 @@ impl Overlay {
     }
 
     /// A handle on the staging folder, for a descriptor of it.
-    pub fn upper_file(&self) -> io::Result<std::fs::File> {
+    pub(crate) fn upper_file(&self) -> io::Result<std::fs::File> {
         Ok(self.up()?.try_clone()?.into_std_file())
     }
 
     /// Whether the staging folder was made.
-    pub fn has_upper(&self) -> bool {
+    pub(crate) fn has_upper(&self) -> bool {
         self.upper.is_some()
     }
 
@@ -147,16 +147,16 @@ impl Overlay {
     }
 
     /// The workspace folder itself.
-    pub fn lower(&self) -> &Dir {
+    pub(crate) fn lower(&self) -> &Dir {
         &self.lower
     }
 
     /// Whether the call changed anything.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }
 
-    pub fn found(&self, path: &str) -> Found {
+    pub(crate) fn found(&self, path: &str) -> Found {
         if let Some(entry) = self.entries.get(path) {
             return entry.kind().map_or(Found::Missing, Found::Upper);
         }
@@ -174,12 +174,12 @@ impl Overlay {
         Found::Lower
     }
 
-    pub fn lower_meta(&self, path: &str) -> Option<Metadata> {
+    pub(crate) fn lower_meta(&self, path: &str) -> Option<Metadata> {
         self.lower.symlink_metadata(rel(path)).ok()
     }
 
     /// The kind of `path` as the call sees it, if it exists.
-    pub fn kind(&self, path: &str) -> Option<Kind> {
+    pub(crate) fn kind(&self, path: &str) -> Option<Kind> {
         match self.found(path) {
             Found::Upper(kind) => Some(kind),
             Found::Missing => None,
@@ -244,7 +244,7 @@ impl Overlay {
     }
 
     /// Makes `path` a new file above (the caller opens and creates it).
-    pub fn stage_new_file(&mut self, path: &str) -> Result<(), Deny> {
+    pub(crate) fn stage_new_file(&mut self, path: &str) -> Result<(), Deny> {
         self.prepare_new(path)?;
         let base = self.base_of(path);
         self.entries.insert(path.into(), Entry::File { base });
@@ -253,7 +253,7 @@ impl Overlay {
 
     /// Copies the workspace's file at `path` above, so the call can change
     /// it; with `truncate`, an empty file instead. Returns the bytes copied.
-    pub fn copy_up(&mut self, path: &str, truncate: bool) -> Result<u64, Deny> {
+    pub(crate) fn copy_up(&mut self, path: &str, truncate: bool) -> Result<u64, Deny> {
         self.check_no_link_above(path)?;
         let meta = self.lower_meta(path).ok_or(ErrorCode::NoEntry)?;
         let up = parent(path);
@@ -278,7 +278,7 @@ impl Overlay {
 
     /// Remembers how a workspace file looked (`meta`) when the call read
     /// it.
-    pub fn note_read_of(&mut self, path: &str, meta: &Metadata) {
+    pub(crate) fn note_read_of(&mut self, path: &str, meta: &Metadata) {
         if self.reads.contains_key(path) || self.entries.contains_key(path) {
             return;
         }
@@ -293,7 +293,7 @@ impl Overlay {
         };
     }
 
-    pub fn unlink(&mut self, path: &str) -> Result<(), Deny> {
+    pub(crate) fn unlink(&mut self, path: &str) -> Result<(), Deny> {
         match self.kind(path) {
             None => return Err(ErrorCode::NoEntry.into()),
             Some(Kind::Dir) => return Err(ErrorCode::IsDirectory.into()),
@@ -308,7 +308,7 @@ impl Overlay {
         Ok(())
     }
 
-    pub fn mkdir(&mut self, path: &str) -> Result<(), Deny> {
+    pub(crate) fn mkdir(&mut self, path: &str) -> Result<(), Deny> {
         if self.kind(path).is_some() {
             return Err(ErrorCode::Exist.into());
         }
@@ -322,7 +322,7 @@ impl Overlay {
         Ok(())
     }
 
-    pub fn rmdir(&mut self, path: &str) -> Result<(), Deny> {
+    pub(crate) fn rmdir(&mut self, path: &str) -> Result<(), Deny> {
         match self.kind(path) {
             None => return Err(ErrorCode::NoEntry.into()),
             Some(Kind::Dir) => {}
@@ -345,7 +345,7 @@ impl Overlay {
         Ok(())
     }
 
-    pub fn symlink(&mut self, target: &str, link: &str) -> Result<(), Deny> {
+    pub(crate) fn symlink(&mut self, target: &str, link: &str) -> Result<(), Deny> {
         if self.kind(link).is_some() {
             return Err(ErrorCode::Exist.into());
         }
@@ -358,7 +358,7 @@ impl Overlay {
 
     /// Moves a file or link from `from` to `to`. A folder moves only if the
     /// call made it and nothing of the workspace lies under it.
-    pub fn rename(&mut self, from: &str, to: &str) -> Result<(), Deny> {
+    pub(crate) fn rename(&mut self, from: &str, to: &str) -> Result<(), Deny> {
         let kind = self.kind(from).ok_or(ErrorCode::NoEntry)?;
         if from == to {
             return Ok(());
@@ -451,7 +451,7 @@ impl Overlay {
     }
 
     /// Whether any change lies in or under the folder `dir`.
-    pub fn touches(&self, dir: &str) -> bool {
+    pub(crate) fn touches(&self, dir: &str) -> bool {
         if dir.is_empty() {
             return !self.entries.is_empty();
         }
@@ -464,7 +464,7 @@ impl Overlay {
     }
 
     /// The folder `dir` as the call sees it: names and kinds, sorted.
-    pub fn listing(&self, dir: &str) -> Result<Vec<(String, Kind)>, Deny> {
+    pub(crate) fn listing(&self, dir: &str) -> Result<Vec<(String, Kind)>, Deny> {
         let mut names = BTreeMap::new();
         let shadows_lower = match self.entries.get(dir) {
             Some(Entry::Dir { base }) => was_dir(*base),
@@ -498,7 +498,7 @@ impl Overlay {
 
     /// The changes in the order they can be applied: deletions deepest
     /// first, then folders shallowest first, then files and links.
-    pub fn plan(&self) -> Vec<(WsPath, Entry)> {
+    pub(crate) fn plan(&self) -> Vec<(WsPath, Entry)> {
         let mut gone: Vec<_> = self
             .entries
             .iter()
@@ -524,7 +524,7 @@ impl Overlay {
 
     /// Copies another overlay's changes on top of this one's (a dry run's
     /// next call starts from what the earlier calls left).
-    pub fn fork(&self, upper: Dir) -> io::Result<Overlay> {
+    pub(crate) fn fork(&self, upper: Dir) -> io::Result<Overlay> {
         let lower = self.lower.try_clone()?;
         for (path, entry) in self.plan() {
             let up = parent(&path);
@@ -552,7 +552,7 @@ impl Overlay {
     }
 
     /// The target of the link at `path`, as written.
-    pub fn raw_link(&self, path: &str) -> Option<String> {
+    pub(crate) fn raw_link(&self, path: &str) -> Option<String> {
         let target = match self.found(path) {
             Found::Upper(Kind::Link) => self.up().ok()?.read_link_contents(path).ok()?,
             Found::Lower => self.lower.read_link_contents(path).ok()?,
@@ -563,7 +563,7 @@ impl Overlay {
 
     /// Where the link at `path` leads, as a workspace path: `None` when it
     /// leads out of the workspace (or is not a link).
-    pub fn link_target(&self, path: &str) -> Option<WsPath> {
+    pub(crate) fn link_target(&self, path: &str) -> Option<WsPath> {
         let target = match self.found(path) {
             Found::Upper(Kind::Link) => self.up().ok()?.read_link_contents(path).ok()?,
             Found::Lower => self.lower.read_link_contents(path).ok()?,
@@ -577,7 +577,7 @@ impl Overlay {
     /// Links are judged by name, but the file system applies `..` after
     /// following a link, so `l -> a/m/..` with `a/m -> ../..` leads where no
     /// lexical check looked.
-    pub fn climbs_through_link(&self, link: &str, target: &str) -> bool {
+    pub(crate) fn climbs_through_link(&self, link: &str, target: &str) -> bool {
         let mut at: Vec<&str> = parent(link).split('/').filter(|p| !p.is_empty()).collect();
         let mut through_link = false;
         for part in target.split('/') {
@@ -605,7 +605,7 @@ impl Overlay {
     /// (`.claude/l -> .` is a way into `.claude/skills`). The one rule the
     /// guard applies when a guest makes a link and the commit applies
     /// again.
-    pub fn link_refusal(
+    pub(crate) fn link_refusal(
         &self,
         root: Option<&std::path::Path>,
         link: &str,
@@ -637,7 +637,7 @@ impl Overlay {
     }
 
     /// Opens a staged file for reading (for the change set and patches).
-    pub fn open_upper(&self, path: &str) -> io::Result<cap_std::fs::File> {
+    pub(crate) fn open_upper(&self, path: &str) -> io::Result<cap_std::fs::File> {
         self.up()?.open_with(path, OpenOptions::new().read(true))
     }
 }
@@ -657,7 +657,7 @@ fn rebased(entry: Entry, base: Base) -> Entry {
     }
 }
 
-pub fn join_name(dir: &str, name: &str) -> WsPath {
+pub(super) fn join_name(dir: &str, name: &str) -> WsPath {
     if dir.is_empty() {
         name.to_string()
     } else {

@@ -28,12 +28,12 @@ pub fn join(base: &str, rel: &str) -> Option<WsPath> {
 }
 
 /// The folder that holds `path` (the root holds top-level names).
-pub fn parent(path: &str) -> &str {
+pub(super) fn parent(path: &str) -> &str {
     path.rsplit_once('/').map_or("", |(parent, _)| parent)
 }
 
 /// Every folder above `path`, nearest first, the root excluded.
-pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
+pub(super) fn ancestors(path: &str) -> impl Iterator<Item = &str> {
     let mut rest = path;
     std::iter::from_fn(move || {
         let (up, _) = rest.rsplit_once('/')?;
@@ -43,7 +43,7 @@ pub fn ancestors(path: &str) -> impl Iterator<Item = &str> {
 }
 
 /// Whether `path` lies inside the folder `dir` (the root holds everything).
-pub fn is_under(path: &str, dir: &str) -> bool {
+pub(super) fn is_under(path: &str, dir: &str) -> bool {
     dir.is_empty()
         || path
             .strip_prefix(dir)
@@ -51,7 +51,7 @@ pub fn is_under(path: &str, dir: &str) -> bool {
 }
 
 /// How deep `path` is: the root is 0.
-pub fn depth(path: &str) -> usize {
+pub(super) fn depth(path: &str) -> usize {
     if path.is_empty() {
         0
     } else {

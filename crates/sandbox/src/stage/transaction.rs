@@ -127,7 +127,7 @@ impl Op {
 /// The transaction folder of the workspace at `workspace`: in the host's
 /// state folder, which must lie outside the workspace. A folder a tool can
 /// write to could hold a forged journal, which the next start would apply.
-pub fn txn_folder(workspace: &Path) -> io::Result<PathBuf> {
+pub(super) fn txn_folder(workspace: &Path) -> io::Result<PathBuf> {
     let real = std::fs::canonicalize(workspace)?;
     let key = crate::digest::sha256_hex(real.as_os_str().as_encoded_bytes());
     let base = crate::dirs::state_dir().ok_or_else(|| {

@@ -34,8 +34,8 @@ const PYTHON_APP: &str = "tool/app.py";
 const JS_APP: &str = "tool/app.js";
 const TOOL_WIT: &str = "tool/wit";
 /// The toolchain versions the docs and the templates are tested with.
-pub const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
-pub const COMPONENTIZE_JS: &str = "@bytecodealliance/componentize-js@0.19.3";
+pub(super) const COMPONENTIZE_PY: &str = "componentize-py==0.25.1";
+pub(super) const COMPONENTIZE_JS: &str = "@bytecodealliance/componentize-js@0.19.3";
 
 /// The language of a skill's tool, as its `tool/` folder tells it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -21,7 +21,7 @@ fn record_of(skill_dir: &Path) -> Option<PathBuf> {
 /// Notes that `skillbox new` created `skill_dir`. Best effort: without a
 /// state folder, `skillbox build` asks before building, as it would for
 /// any folder.
-pub fn remember_created(skill_dir: &Path) {
+pub(super) fn remember_created(skill_dir: &Path) {
     if let Some(record) = record_of(skill_dir)
         && let Some(folder) = record.parent()
         && std::fs::create_dir_all(folder).is_ok()

@@ -22,7 +22,7 @@ const DEFAULT_LIMIT: u64 = 5;
 
 /// The memory tools of one run: its store, its scope, and the run id every
 /// saved entry records.
-pub struct MemoryTools {
+pub(crate) struct MemoryTools {
     store: Arc<MemoryStore>,
     scope: Scope,
     run_id: String,
@@ -32,11 +32,11 @@ pub struct MemoryTools {
 }
 
 /// What a replay answers for a save or a forget, which it never runs.
-pub const NOT_WRITTEN_IN_REPLAY: &str =
+pub(super) const NOT_WRITTEN_IN_REPLAY: &str =
     "replay: not executed; a replay never writes to long-term memory";
 
 impl MemoryTools {
-    pub fn new(store: Arc<MemoryStore>, scope: Scope, run_id: String) -> Self {
+    pub(crate) fn new(store: Arc<MemoryStore>, scope: Scope, run_id: String) -> Self {
         let limits = store.limits();
         let defs = vec![
             ToolDef {
@@ -99,22 +99,22 @@ impl MemoryTools {
 
     /// The same tools for a replay: searches read the store; saves and
     /// forgets answer [`NOT_WRITTEN_IN_REPLAY`] and change nothing.
-    pub fn without_writes(mut self) -> Self {
+    pub(crate) fn without_writes(mut self) -> Self {
         self.writes = false;
         self
     }
 
-    pub fn defs(&self) -> &[ToolDef] {
+    pub(crate) fn defs(&self) -> &[ToolDef] {
         &self.defs
     }
 
-    pub fn def(&self, name: &str) -> Option<&ToolDef> {
+    pub(crate) fn def(&self, name: &str) -> Option<&ToolDef> {
         self.defs.iter().find(|d| d.name == name)
     }
 
     /// Runs one of the tools; the store's errors come back as results the
     /// model can act on.
-    pub async fn call(
+    pub(crate) async fn call(
         &self,
         name: &str,
         arguments: &Map<String, Value>,
@@ -226,7 +226,7 @@ fn run(
 /// text that reads like instructions, and it stays data here. Each line of
 /// an entry's text starts with `| `, so no text can pass for the header of
 /// another entry; every stored field is escaped.
-pub fn recall(scope: &Scope, query: &str, found: &[Entry]) -> String {
+pub(super) fn recall(scope: &Scope, query: &str, found: &[Entry]) -> String {
     if found.is_empty() {
         return format!(
             "no entries in memory scope `{scope}` match `{}`; try other words",

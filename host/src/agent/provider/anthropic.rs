@@ -5,8 +5,8 @@ use serde_json::{Value, json};
 use super::{Endpoint, ModelRequest, ModelResponse, ProviderError, TokenUsage};
 use crate::agent::conversation::{Message, ToolCall};
 
-pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
-pub const API_VERSION: &str = "2023-06-01";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+pub(crate) const API_VERSION: &str = "2023-06-01";
 const MAX_TOKENS: u32 = 4096;
 
 /// A prompt-cache breakpoint: everything up to and including the block
@@ -145,7 +145,7 @@ fn usage(usage: &Value) -> TokenUsage {
         .with_cache(read, write)
 }
 
-pub fn parse(reply: &Value) -> Result<ModelResponse, ProviderError> {
+pub(crate) fn parse(reply: &Value) -> Result<ModelResponse, ProviderError> {
     let blocks = reply["content"]
         .as_array()
         .ok_or_else(|| ProviderError::BadReply("no `content` in the reply".into()))?;

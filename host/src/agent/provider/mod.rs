@@ -1,8 +1,8 @@
 //! Model providers: OpenAI-compatible Chat Completions and Anthropic
 //! Messages, over real HTTP with retries.
 
-pub mod anthropic;
-pub mod openai;
+pub(crate) mod anthropic;
+pub(crate) mod openai;
 mod retry;
 
 use std::time::Duration;
@@ -188,7 +188,7 @@ pub enum ProviderError {
 
 /// `url` without its userinfo (`user:password@`), for anything printed,
 /// traced or put in an error.
-pub fn shown_url(url: &str) -> String {
+pub(crate) fn shown_url(url: &str) -> String {
     match reqwest::Url::parse(url) {
         Ok(mut parsed) if !parsed.username().is_empty() || parsed.password().is_some() => {
             let _ = parsed.set_username("");

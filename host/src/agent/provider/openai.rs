@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use super::{Endpoint, ModelRequest, ModelResponse, ProviderError, TokenUsage};
 use crate::agent::conversation::{Message, ToolCall};
 
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
+pub(crate) const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
 
 pub struct OpenAi {
     pub endpoint: Endpoint,
@@ -82,7 +82,7 @@ impl OpenAi {
     }
 }
 
-pub fn parse(reply: &Value) -> Result<ModelResponse, ProviderError> {
+pub(crate) fn parse(reply: &Value) -> Result<ModelResponse, ProviderError> {
     let choice = reply["choices"]
         .get(0)
         .ok_or_else(|| ProviderError::BadReply("no `choices` in the reply".into()))?;

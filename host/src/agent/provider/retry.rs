@@ -69,7 +69,7 @@ fn retry_after(response: &Response) -> Option<Duration> {
 
 /// Sends the request built by `build`, retrying transient failures, and
 /// returns the successful response's body as JSON.
-pub async fn send_json(
+pub(super) async fn send_json(
     url: &str,
     timeout: Duration,
     policy: RetryPolicy,

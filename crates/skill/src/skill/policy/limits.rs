@@ -23,11 +23,11 @@ pub struct Ceilings {
     pub output_bytes: usize,
 }
 
-pub const DEFAULT_CEILING_TIMEOUT: Duration = Duration::from_secs(60);
+pub(super) const DEFAULT_CEILING_TIMEOUT: Duration = Duration::from_secs(60);
 /// About a minute of work at the rate a tool spends fuel.
-pub const DEFAULT_CEILING_FUEL: u64 = 60_000_000_000;
-pub const DEFAULT_CEILING_MEMORY_BYTES: usize = 256 * MIB;
-pub const DEFAULT_CEILING_OUTPUT_BYTES: usize = 8 * MIB;
+pub(super) const DEFAULT_CEILING_FUEL: u64 = 60_000_000_000;
+pub(super) const DEFAULT_CEILING_MEMORY_BYTES: usize = 256 * MIB;
+pub(super) const DEFAULT_CEILING_OUTPUT_BYTES: usize = 8 * MIB;
 
 impl Default for Ceilings {
     fn default() -> Self {

@@ -21,7 +21,7 @@ use skillbox_sandbox::Sandbox;
 use skillbox_skill::skill::lock::{LockEntry, LockFile, content_digest, tree_files};
 use skillbox_skill::skill::{Catalog, Source, SourceKind};
 
-pub struct DistributionFigures {
+pub(super) struct DistributionFigures {
     /// Building the catalog of 50 skills, not installed.
     pub catalog_50: Stats,
     /// The same skills, each installed and checked against its lock entry.
@@ -32,7 +32,7 @@ pub struct DistributionFigures {
 
 /// Writes a skillbox.lock in `root` that pins every skill folder in it as
 /// it is now, as `add` would have.
-pub fn lock_every_skill(root: &Path) -> anyhow::Result<()> {
+pub(super) fn lock_every_skill(root: &Path) -> anyhow::Result<()> {
     let mut lock = LockFile {
         version: 1,
         skills: BTreeMap::new(),
@@ -144,7 +144,7 @@ fn start_registry(bin: &Path) -> anyhow::Result<LocalRegistry> {
     })
 }
 
-pub async fn run(
+pub(super) async fn run(
     trivial: &Path,
     bundled_skill: &Path,
     iterations: usize,

@@ -14,7 +14,7 @@ use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufR
 use tokio::net::TcpStream;
 
 /// Calls per second that `clients` connections achieve calling `tool`.
-pub async fn throughput(
+pub(super) async fn throughput(
     addr: SocketAddr,
     tool: &str,
     clients: usize,

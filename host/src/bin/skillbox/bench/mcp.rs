@@ -14,7 +14,7 @@ use tokio::io::AsyncBufReadExt;
 use super::Stats;
 use super::http_load;
 
-pub struct McpFigures {
+pub(super) struct McpFigures {
     pub round_trip: Stats,
     pub calls_per_sec_1: f64,
     pub calls_per_sec_8: f64,
@@ -125,7 +125,7 @@ fn noop() -> CallToolRequestParams {
     CallToolRequestParams::new(NOOP)
 }
 
-pub async fn run(
+pub(super) async fn run(
     exe: &Path,
     trivial: &Path,
     iterations: usize,

@@ -8,7 +8,7 @@ use std::time::Instant;
 use super::Stats;
 use skillbox::agent::memory::{Limits, MemoryStore, NewEntry, Scope};
 
-pub struct MemoryFigures {
+pub(super) struct MemoryFigures {
     /// A query of three words, over 10,000 entries.
     pub search_10k: Stats,
     /// A query every entry matches.
@@ -56,7 +56,7 @@ fn fact(i: usize) -> NewEntry {
     }
 }
 
-pub fn run(iterations: usize) -> anyhow::Result<MemoryFigures> {
+pub(super) fn run(iterations: usize) -> anyhow::Result<MemoryFigures> {
     eprintln!("bench: memory: {ENTRIES} entries, then searches and saves…");
     let dir = tempfile::tempdir()?;
     let limits = Limits {

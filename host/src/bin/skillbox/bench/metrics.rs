@@ -13,14 +13,14 @@ const BATCH: u32 = 1_000;
 /// Tools (each with two outcomes) a rendered scrape holds.
 const TOOLS: usize = 50;
 
-pub struct MetricsCost {
+pub(super) struct MetricsCost {
     /// One call counted (per call, from batches).
     pub observe: Stats,
     /// One scrape rendered with [`TOOLS`] tools' series.
     pub render: Stats,
 }
 
-pub fn run(iterations: usize) -> MetricsCost {
+pub(super) fn run(iterations: usize) -> MetricsCost {
     let metrics = Metrics::new();
     let mut record = record("bench__noop");
     let mut observe = Vec::with_capacity(iterations);
@@ -76,6 +76,6 @@ fn record(tool: &str) -> Record {
 }
 
 /// The share of `whole` that `part` is, as a percentage.
-pub fn share(part: Duration, whole: Duration) -> f64 {
+pub(super) fn share(part: Duration, whole: Duration) -> f64 {
     100.0 * part.as_secs_f64() / whole.as_secs_f64().max(1e-12)
 }

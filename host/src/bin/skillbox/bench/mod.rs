@@ -24,7 +24,7 @@ use serde_json::json;
 use skillbox_sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
 
 #[derive(clap::Args, Debug)]
-pub struct BenchArgs {
+pub(crate) struct BenchArgs {
     /// A component exporting `noop() -> u32`, for the per-call cost.
     #[arg(
         long,
@@ -103,7 +103,7 @@ impl Stats {
     }
 }
 
-pub fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
+pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
     if args.iterations == 0 || args.compiles == 0 {
         bail!("--iterations and --compiles must be at least 1");
     }

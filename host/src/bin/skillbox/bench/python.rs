@@ -10,7 +10,7 @@ use serde_json::json;
 use super::Stats;
 use skillbox_sandbox::{DiskCache, EngineOptions, Grants, Limits, Sandbox};
 
-pub struct PythonFigures {
+pub(super) struct PythonFigures {
     /// `skillbox serve` with the bundled skills and a skill whose tool is
     /// this component, and an empty compiled-code cache: spawn to the
     /// first `tools/list` answer.
@@ -80,7 +80,7 @@ async fn first_list_cold(exe: &Path, component: &Path) -> anyhow::Result<Stats> 
     Ok(Stats::of(samples))
 }
 
-pub async fn run(component: &Path, calls: usize) -> anyhow::Result<PythonFigures> {
+pub(super) async fn run(component: &Path, calls: usize) -> anyhow::Result<PythonFigures> {
     let exe = std::env::current_exe()?;
     let first_list_cold = first_list_cold(&exe, component).await?;
     let call = || {

@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use super::Stats;
 use skillbox::Skillbox;
 
-pub struct ScriptFigures {
+pub(super) struct ScriptFigures {
     /// Loading the runtime with an empty compiled-code cache: the first
     /// Python script run on a machine.
     pub cold: Stats,
@@ -71,7 +71,7 @@ async fn run_n(skillbox: &Skillbox, script: &str, iterations: usize) -> anyhow::
     Ok(Stats::of(samples))
 }
 
-pub async fn run(
+pub(super) async fn run(
     runtime: &Path,
     rust_command: &Path,
     compiles: usize,

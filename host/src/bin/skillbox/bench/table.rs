@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::{Stats, human, micros};
 
-pub struct Row {
+pub(super) struct Row {
     name: &'static str,
     median: String,
     p90: String,
@@ -16,7 +16,7 @@ pub struct Row {
 
 impl Row {
     /// A measured duration: median and p90 of `stats`.
-    pub fn timed(name: &'static str, stats: &Stats) -> Row {
+    pub(super) fn timed(name: &'static str, stats: &Stats) -> Row {
         Row {
             name,
             median: human(stats.median),
@@ -28,7 +28,7 @@ impl Row {
     }
 
     /// A single figure (a ratio, a rate, a size).
-    pub fn figure(name: &'static str, value: String) -> Row {
+    pub(super) fn figure(name: &'static str, value: String) -> Row {
         Row {
             name,
             median: value,
@@ -40,13 +40,13 @@ impl Row {
     }
 
     /// The target this figure is held to, and whether it is met.
-    pub fn target(mut self, text: &'static str, met: bool) -> Row {
+    pub(super) fn target(mut self, text: &'static str, met: bool) -> Row {
         self.target = Some((text, met));
         self
     }
 
     /// The JSON key: the name in snake case.
-    pub fn key(&self) -> String {
+    pub(super) fn key(&self) -> String {
         let mut key = String::new();
         for word in self.name.split(|c: char| !c.is_ascii_alphanumeric()) {
             if word.is_empty() {
@@ -60,7 +60,7 @@ impl Row {
         key
     }
 
-    pub fn json(&self) -> Value {
+    pub(super) fn json(&self) -> Value {
         let mut row = match &self.stats {
             Some(s) => json!({ "median_us": micros(s.median), "p90_us": micros(s.p90), "n": s.n }),
             None => json!({ "value": self.median }),

@@ -15,7 +15,7 @@ use skillbox_sandbox::{
     Entry, Grants, GuestCall, Limits, LoadedComponent, Sandbox, SideEffect, WorkspaceGrant, commit,
 };
 
-pub struct TransactionFigures {
+pub(super) struct TransactionFigures {
     /// A read of one file, the workspace granted read-only (not staged).
     pub read_unstaged: Stats,
     /// The same read, the workspace writable (staged, nothing written).
@@ -83,7 +83,7 @@ fn sync_cost(state: &Path, ws: &Path, iterations: usize) -> anyhow::Result<Stats
     Ok(Stats::of(samples))
 }
 
-pub async fn run(testbed: &Path, iterations: usize) -> anyhow::Result<TransactionFigures> {
+pub(super) async fn run(testbed: &Path, iterations: usize) -> anyhow::Result<TransactionFigures> {
     eprintln!("bench: workspace transactions over 10,000 files…");
     let ws = tempfile::tempdir()?;
     for n in 0..10_000 {

@@ -22,7 +22,7 @@ use skillbox::agent::{
 #[command(
     after_help = "Exit codes: 0 done, 2 usage, 3 step limit, 4 token budget, 5 model or provider error, 6 tool failures left it stuck, 7 a call needed the user's confirmation and no one could give it (no terminal; see --yes); with --replay, 8 a tool's result differs from the recording, 9 the recording cannot be followed."
 )]
-pub struct AgentArgs {
+pub(super) struct AgentArgs {
     /// The task. Start it with `/skill:NAME args` to invoke a skill
     /// explicitly. With --replay, the recorded task is used.
     #[arg(required_unless_present = "replay")]
@@ -112,7 +112,7 @@ pub struct AgentArgs {
     audit: AuditFlags,
 }
 
-pub fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
+pub(super) fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
     let recording = args
         .replay
         .as_deref()

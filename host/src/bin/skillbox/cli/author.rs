@@ -11,7 +11,7 @@ use skillbox_skill::author::{
 };
 
 #[derive(clap::Subcommand, Debug)]
-pub enum NewCommand {
+pub(super) enum NewCommand {
     /// Create a skill folder: SKILL.md with the step structure, and with
     /// --tool a skillbox.yaml and a tool (tool/) with its WIT world and one
     /// function, which `skillbox build` builds.
@@ -45,7 +45,7 @@ impl From<Language> for ToolLanguage {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct BuildArgs {
+pub(super) struct BuildArgs {
     /// The skill folder (default: the current folder).
     #[arg(value_name = "SKILL_DIR", default_value = ".")]
     dir: PathBuf,
@@ -57,7 +57,7 @@ pub struct BuildArgs {
     trust_build: bool,
 }
 
-pub fn new(command: NewCommand) -> Result<ExitCode, CliError> {
+pub(super) fn new(command: NewCommand) -> Result<ExitCode, CliError> {
     let NewCommand::Skill { name, tool, dir } = command;
     let created = new_skill(&NewSkill {
         name: name.clone(),
@@ -83,7 +83,7 @@ pub fn new(command: NewCommand) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn build_skill(args: BuildArgs) -> Result<ExitCode, CliError> {
+pub(super) fn build_skill(args: BuildArgs) -> Result<ExitCode, CliError> {
     let language = tool_language(&args.dir).map_err(|e| CliError::Other(e.into()))?;
     let mut native_code = if args.trust_build {
         NativeCode::Trusted

@@ -15,7 +15,7 @@ use super::{CliError, print_json};
 use skillbox::{CompileOutcome, Compiled, Skillbox};
 
 #[derive(clap::Args, Debug)]
-pub struct CompileArgs {
+pub(super) struct CompileArgs {
     /// Skill folders to compile (each like --skills DIR), besides the
     /// installed skills.
     #[arg(value_name = "SKILLS_DIR")]
@@ -31,7 +31,7 @@ pub struct CompileArgs {
     json: bool,
 }
 
-pub fn run(mut args: CompileArgs) -> Result<ExitCode, CliError> {
+pub(super) fn run(mut args: CompileArgs) -> Result<ExitCode, CliError> {
     args.sources.skills.append(&mut args.dirs);
     let cache = match args.cache {
         Some(dir) => dir,

@@ -19,7 +19,7 @@ use skillbox_sandbox::Sandbox;
 
 /// How to reach registries.
 #[derive(Args, Debug, Clone)]
-pub struct RegistryFlags {
+pub(super) struct RegistryFlags {
     /// A Docker-style config.json with `auths` for private registries
     /// (default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json).
     #[arg(long, value_name = "FILE")]
@@ -45,7 +45,7 @@ impl RegistryFlags {
 
 /// Which source folder a command installs into.
 #[derive(Args, Debug, Clone)]
-pub struct TargetFlags {
+pub(super) struct TargetFlags {
     /// The project's .agents/skills (its lock is meant to be committed),
     /// instead of the user's ~/.skillbox/skills.
     #[arg(long)]
@@ -71,7 +71,7 @@ impl TargetFlags {
 
 /// What verifying a signature trusts.
 #[derive(Args, Debug, Clone)]
-pub struct TrustFlags {
+pub(super) struct TrustFlags {
     /// Trust this minisign public key too (repeatable); the others are the
     /// *.pub files in ~/.config/skillbox/trusted-keys.
     #[arg(long, value_name = "FILE")]
@@ -89,7 +89,7 @@ pub struct TrustFlags {
 }
 
 #[derive(Args, Debug)]
-pub struct PublishArgs {
+pub(super) struct PublishArgs {
     /// The skill folder.
     pub dir: PathBuf,
     /// oci://HOST[:PORT]/REPO:TAG
@@ -105,7 +105,7 @@ pub struct PublishArgs {
 }
 
 #[derive(Subcommand, Debug)]
-pub enum KeyCommand {
+pub(super) enum KeyCommand {
     /// Write NAME.key (private, mode 0600) and NAME.pub: a minisign key
     /// pair, which Debian's `minisign` reads too.
     New {
@@ -117,7 +117,7 @@ pub enum KeyCommand {
 }
 
 #[derive(Args, Debug)]
-pub struct AddArgs {
+pub(super) struct AddArgs {
     /// oci://HOST[:PORT]/REPO:TAG, oci://HOST/REPO@sha256:DIGEST, or
     /// git+URL[@COMMIT][#path=SUBDIR].
     pub reference: String,
@@ -132,7 +132,7 @@ pub struct AddArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct SyncArgs {
+pub(super) struct SyncArgs {
     /// Only check: exit 1 and name each drifted file; change nothing.
     #[arg(long)]
     pub check: bool,
@@ -145,7 +145,7 @@ pub struct SyncArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct UpdateArgs {
+pub(super) struct UpdateArgs {
     /// The skill to update (default: every locked skill).
     pub name: Option<String>,
     #[command(flatten)]
@@ -157,7 +157,7 @@ pub struct UpdateArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct RemoveArgs {
+pub(super) struct RemoveArgs {
     pub name: String,
     #[command(flatten)]
     pub target: TargetFlags,
@@ -171,7 +171,7 @@ fn failed(e: impl Into<anyhow::Error>) -> CliError {
     CliError::Other(e.into())
 }
 
-pub fn publish(args: PublishArgs) -> Result<ExitCode, CliError> {
+pub(super) fn publish(args: PublishArgs) -> Result<ExitCode, CliError> {
     let SkillRef::Oci(at) = args.reference.parse::<SkillRef>().map_err(usage)? else {
         return Err(CliError::Usage(format!(
             "{}: publish pushes to an OCI registry; use oci://HOST[:PORT]/REPO:TAG",
@@ -232,7 +232,7 @@ pub fn publish(args: PublishArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn key(command: KeyCommand) -> Result<ExitCode, CliError> {
+pub(super) fn key(command: KeyCommand) -> Result<ExitCode, CliError> {
     let KeyCommand::New { name, dir } = command;
     if name.is_empty() || name.contains('/') || name.starts_with('.') {
         return Err(CliError::Usage(format!("`{name}` cannot name a key file")));
@@ -336,7 +336,7 @@ fn confirm(plan: &Plan, yes: bool, verb: &str) -> Result<bool, CliError> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes"))
 }
 
-pub fn add(args: AddArgs) -> Result<ExitCode, CliError> {
+pub(super) fn add(args: AddArgs) -> Result<ExitCode, CliError> {
     let reference: SkillRef = args.reference.parse().map_err(usage)?;
     let settings = settings(&args.target, Some(&args.trust), &args.registry)?;
     let sandbox = Arc::new(Sandbox::new()?);
@@ -370,7 +370,7 @@ pub fn add(args: AddArgs) -> Result<ExitCode, CliError> {
     Ok(ExitCode::SUCCESS)
 }
 
-pub fn update(args: UpdateArgs) -> Result<ExitCode, CliError> {
+pub(super) fn update(args: UpdateArgs) -> Result<ExitCode, CliError> {
     let settings = settings(&args.target, Some(&args.trust), &args.registry)?;
     let locked = skillbox_skill::skill::lock::LockFile::read(&settings.root).map_err(failed)?;
     let names: Vec<String> = match &args.name {
@@ -415,7 +415,7 @@ pub fn update(args: UpdateArgs) -> Result<ExitCode, CliError> {
     })
 }
 
-pub fn sync(args: SyncArgs) -> Result<ExitCode, CliError> {
+pub(super) fn sync(args: SyncArgs) -> Result<ExitCode, CliError> {
     let settings = settings(&args.target, None, &args.registry)?;
     let sandbox = Arc::new(Sandbox::new()?);
     let (recovered, items) = runtime()?
@@ -449,7 +449,7 @@ pub fn sync(args: SyncArgs) -> Result<ExitCode, CliError> {
     })
 }
 
-pub fn remove(args: RemoveArgs) -> Result<ExitCode, CliError> {
+pub(super) fn remove(args: RemoveArgs) -> Result<ExitCode, CliError> {
     let root = args.target.root()?;
     let recovered = lifecycle::remove(&root, &args.name).map_err(usage)?;
     report_recovery(&recovered);

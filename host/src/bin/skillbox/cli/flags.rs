@@ -13,7 +13,9 @@ use skillbox_skill::skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant
 
 /// A flag that takes one of `names`, parsed with the library type's own
 /// `FromStr`, so the library needs no command-line derive.
-pub fn one_of<T>(names: &'static [&'static str]) -> impl clap::builder::TypedValueParser<Value = T>
+pub(super) fn one_of<T>(
+    names: &'static [&'static str],
+) -> impl clap::builder::TypedValueParser<Value = T>
 where
     T: std::str::FromStr + Clone + Send + Sync + 'static,
     T::Err: std::fmt::Debug,
@@ -27,7 +29,7 @@ where
 
 /// Grants and limits for commands that run guest code.
 #[derive(Args, Debug)]
-pub struct SandboxFlags {
+pub(super) struct SandboxFlags {
     /// Load compiled code from this folder, as `skillbox compile --cache
     /// DIR` filled it (default: $SKILLBOX_CACHE_DIR/components, else the
     /// user's cache folder). It may be read-only: what it lacks is
@@ -110,7 +112,7 @@ pub struct SandboxFlags {
 
 impl SandboxFlags {
     /// The user's policy, with the workspace checked to exist.
-    pub fn policy(&self) -> Result<UserPolicy, CliError> {
+    pub(super) fn policy(&self) -> Result<UserPolicy, CliError> {
         if let Some(dir) = &self.workspace
             && !dir.is_dir()
         {
@@ -144,7 +146,7 @@ impl SandboxFlags {
     /// A host builder for a component file the user names: no skills,
     /// and the grants and limits of the flags. Such a component has no
     /// skill, so an environment grant for a skill is a mistake.
-    pub fn bare_builder(&self) -> Result<Builder, CliError> {
+    pub(super) fn bare_builder(&self) -> Result<Builder, CliError> {
         let policy = self.policy()?;
         if let Some(g) = policy.allow_env.iter().find(|g| g.skill.is_some()) {
             return Err(CliError::Usage(format!(
@@ -157,7 +159,7 @@ impl SandboxFlags {
         self.grants_onto(Skillbox::builder())
     }
 
-    pub fn overrides(&self) -> LimitOverrides {
+    pub(super) fn overrides(&self) -> LimitOverrides {
         let mib = |m: u64| m.saturating_mul(MIB as u64);
         let mut o = LimitOverrides::default();
         o.timeout = self.timeout_ms.map(Duration::from_millis);
@@ -176,7 +178,7 @@ impl SandboxFlags {
     /// A host builder with the user's sources, grants and limits: the
     /// skills a `skillbox` command sees, and nothing granted beyond the
     /// flags.
-    pub fn builder(&self, sources: &SourceFlags) -> Result<Builder, CliError> {
+    pub(super) fn builder(&self, sources: &SourceFlags) -> Result<Builder, CliError> {
         self.grants_onto(sources.apply(Skillbox::builder()))
     }
 
@@ -213,7 +215,7 @@ impl SandboxFlags {
 
 /// Where the audit log goes, for commands that serve many calls.
 #[derive(Args, Debug)]
-pub struct AuditFlags {
+pub(super) struct AuditFlags {
     /// Append one JSON line per tool call to this file (default: the
     /// user's state folder; /dev/stdout for a log pipeline over HTTP).
     #[arg(long, value_name = "FILE")]
@@ -225,7 +227,7 @@ pub struct AuditFlags {
 
 impl AuditFlags {
     /// The file named, else the default one, unless there is to be none.
-    pub fn apply(&self, builder: Builder) -> Builder {
+    pub(super) fn apply(&self, builder: Builder) -> Builder {
         match (&self.audit, self.no_audit) {
             (Some(file), _) => builder.audit_log(file),
             (None, false) => builder.default_audit_log(),
@@ -236,7 +238,7 @@ impl AuditFlags {
 
 /// Where skills are found.
 #[derive(Args, Debug, Clone)]
-pub struct SourceFlags {
+pub(super) struct SourceFlags {
     /// Also load the skills in this folder (repeatable; highest precedence).
     #[arg(long = "skills", value_name = "DIR")]
     pub skills: Vec<PathBuf>,
@@ -260,7 +262,7 @@ pub struct SourceFlags {
 impl SourceFlags {
     /// Adds these sources to a host builder: the installed skills, then
     /// each `--skills` folder (the later, the higher its precedence).
-    pub fn apply(&self, builder: Builder) -> Builder {
+    pub(super) fn apply(&self, builder: Builder) -> Builder {
         let defaults = skillbox_skill::skill::discover::Limits::default();
         let builder = if self.trust_project {
             builder.trust_project_skills()
@@ -285,7 +287,7 @@ impl SourceFlags {
 
     /// The sources as the catalog reads them, for commands that list or
     /// compile skills without serving them.
-    pub fn options(&self) -> SourceOptions {
+    pub(super) fn options(&self) -> SourceOptions {
         let defaults = skillbox_skill::skill::discover::Limits::default();
         SourceOptions {
             only: self.only.clone(),
@@ -301,14 +303,14 @@ impl SourceFlags {
 }
 
 /// Says on stderr what was settled for the workspace before anything ran.
-pub fn announce_recovery(skillbox: &Skillbox) {
+pub(super) fn announce_recovery(skillbox: &Skillbox) {
     for message in skillbox.recovered() {
         eprintln!("skillbox: {message}");
     }
 }
 
 /// Says on stderr what a call did to the workspace.
-pub fn print_workspace(changes: Option<&skillbox::WorkspaceChanges>) {
+pub(super) fn print_workspace(changes: Option<&skillbox::WorkspaceChanges>) {
     let Some(changes) = changes else { return };
     match changes.status {
         skillbox::WorkspaceStatus::Committed if !changes.changes.is_empty() => {

@@ -10,7 +10,7 @@ use super::{CliError, print_json};
 use skillbox::agent::memory::{Entry, MemoryStore, Scope, day, printable};
 
 #[derive(Subcommand, Debug)]
-pub enum MemoryCommand {
+pub(super) enum MemoryCommand {
     /// List the scopes, or a scope's live entries.
     List {
         /// The scope; without it, every scope with its size.
@@ -54,14 +54,14 @@ pub enum MemoryCommand {
 }
 
 #[derive(Args, Debug)]
-pub struct ScopeFlag {
+pub(super) struct ScopeFlag {
     /// The scope, as given to `agent --memory`.
     #[arg(long)]
     scope: String,
 }
 
 #[derive(Args, Debug)]
-pub struct Output {
+pub(super) struct Output {
     /// Print JSON on stdout.
     #[arg(long)]
     json: bool,
@@ -75,7 +75,7 @@ fn failed(e: skillbox::agent::memory::MemoryError) -> CliError {
     CliError::Other(anyhow::anyhow!(e))
 }
 
-pub fn run(command: MemoryCommand) -> Result<ExitCode, CliError> {
+pub(super) fn run(command: MemoryCommand) -> Result<ExitCode, CliError> {
     let store = MemoryStore::open_default().map_err(failed)?;
     match command {
         MemoryCommand::List {

@@ -31,7 +31,7 @@ use skillbox_sandbox::SandboxError;
                   the workspace (--workspace, --allow-write), environment keys (--allow-env) \
                   and HTTP hosts (--allow-net), each per skill."
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
 }
@@ -151,7 +151,7 @@ impl From<anyhow::Error> for CliError {
     }
 }
 
-pub fn main() -> ExitCode {
+pub(crate) fn main() -> ExitCode {
     telemetry::init();
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve(_) | Command::Agent(_)) {

@@ -12,7 +12,7 @@ use skillbox_skill::runtime;
 use skillbox_skill::skill::Catalog;
 
 #[derive(clap::Args, Debug)]
-pub struct PrepareArgs {
+pub(super) struct PrepareArgs {
     /// The skill, by name (from the installed skills and --skills) or by
     /// its folder.
     #[arg(value_name = "SKILL")]
@@ -29,7 +29,7 @@ pub struct PrepareArgs {
     json: bool,
 }
 
-pub fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
+pub(super) fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
     let folder = PathBuf::from(&args.skill);
     let by_folder = folder.join("SKILL.md").is_file();
     if by_folder {

@@ -18,7 +18,7 @@ use skillbox::mcp::{
 };
 
 #[derive(Args, Debug)]
-pub struct ServeArgs {
+pub(super) struct ServeArgs {
     #[command(flatten)]
     sources: SourceFlags,
     #[command(flatten)]
@@ -138,7 +138,7 @@ pub struct ServeArgs {
     banner: bool,
 }
 
-pub fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
+pub(super) fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
     let builder = args.audit.apply(
         args.sandbox
             .builder(&args.sources)?

@@ -13,7 +13,7 @@ use skillbox_skill::skill::diagnostic::has_errors;
 use skillbox_skill::skill::{Catalog, Skill, check, tokens, tools};
 
 #[derive(Subcommand, Debug)]
-pub enum SkillsCommand {
+pub(super) enum SkillsCommand {
     /// List the skills found in every source, then the diagnostics.
     List {
         #[command(flatten)]
@@ -47,7 +47,7 @@ pub enum SkillsCommand {
     },
 }
 
-pub fn run(command: SkillsCommand) -> Result<ExitCode, CliError> {
+pub(super) fn run(command: SkillsCommand) -> Result<ExitCode, CliError> {
     match command {
         SkillsCommand::List { sources, json } => list(&sources, json),
         SkillsCommand::Check { paths, json } => check(&paths, json),
@@ -60,7 +60,7 @@ pub fn run(command: SkillsCommand) -> Result<ExitCode, CliError> {
 }
 
 /// The catalog line a model sees for a skill before activating it.
-pub fn catalog_entry(skill: &Skill) -> String {
+pub(super) fn catalog_entry(skill: &Skill) -> String {
     skillbox_skill::skill::resident::line(skill, false)
 }
 

@@ -20,7 +20,7 @@ static PROVIDER: OnceLock<SdkTracerProvider> = OnceLock::new();
 /// Sets up logging (`SKILLBOX_LOG`, default `warn`) and, if configured,
 /// span export. A misconfigured export is reported and left off; it never
 /// stops the command.
-pub fn init() {
+pub(super) fn init() {
     use std::io::IsTerminal;
     let filter = EnvFilter::try_from_env("SKILLBOX_LOG").unwrap_or_else(|_| EnvFilter::new("warn"));
     let logs = fmt::layer()
@@ -129,7 +129,7 @@ fn exporter() -> Option<SdkTracerProvider> {
 }
 
 /// Sends the spans still batched; for the end of the process.
-pub fn shutdown() {
+pub(super) fn shutdown() {
     if let Some(provider) = PROVIDER.get() {
         let _ = provider.shutdown();
     }

@@ -14,7 +14,7 @@ use skillbox_sandbox::Sandbox;
 use skillbox_skill::skill::tools::split_tool_name;
 
 #[derive(Args, Debug)]
-pub struct CallArgs {
+pub(super) struct CallArgs {
     /// Call a function of this bare component file (.wasm) instead of a
     /// skill's tool.
     #[arg(long, value_name = "PATH.wasm")]
@@ -32,7 +32,7 @@ pub struct CallArgs {
 }
 
 #[derive(Args, Debug)]
-pub struct RunScriptArgs {
+pub(super) struct RunScriptArgs {
     /// The command component file (.wasm).
     #[arg(
         long,
@@ -69,7 +69,7 @@ fn require_file(path: &Path) -> Result<(), CliError> {
     }
 }
 
-pub fn call(args: CallArgs) -> Result<ExitCode, CliError> {
+pub(super) fn call(args: CallArgs) -> Result<ExitCode, CliError> {
     let json_args: Value = serde_json::from_str(&args.args).map_err(|e| {
         CliError::Usage(format!(
             "--args is not valid JSON ({e}); pass an object such as '{{\"path\": \"app.log\"}}'"
@@ -178,7 +178,7 @@ fn print_notes(notes: &[String]) {
     }
 }
 
-pub fn inspect(path: &Path) -> Result<ExitCode, CliError> {
+pub(super) fn inspect(path: &Path) -> Result<ExitCode, CliError> {
     require_file(path)?;
     let sandbox = Sandbox::new()?;
     let component = sandbox.load_file(path)?;
@@ -225,7 +225,7 @@ fn read_own_stdin() -> Result<Vec<u8>, CliError> {
     Ok(bytes)
 }
 
-pub fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
+pub(super) fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
     let stdin = match &args.stdin {
         Some(path) if path.as_os_str() != "-" => std::fs::read(path).map_err(|e| {
             CliError::Usage(format!("--stdin {}: cannot read it ({e})", path.display()))
