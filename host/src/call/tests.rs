@@ -226,3 +226,55 @@ async fn only_the_user_names_a_component_file() {
         .unwrap();
     assert_eq!(recorded(&host, "ok"), 1);
 }
+
+#[tokio::test]
+async fn a_call_is_known_never_to_ask_only_from_what_the_host_already_knows() {
+    let skills = tempfile::tempdir().unwrap();
+    skill(skills.path());
+    // The same component, declared as only reading.
+    let reader = skills.path().join("reader");
+    std::fs::create_dir_all(reader.join("tools")).unwrap();
+    std::fs::write(
+        reader.join("SKILL.md"),
+        "---\nname: reader\ndescription: Reads nothing; a unit-test fixture, never for real work.\n---\nCall reader__bump.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        reader.join("skillbox.yaml"),
+        "tools:\n  - component: tools/bump.wasm\n    functions:\n      bump:\n        description: Reads nothing. Test fixture.\n        effect: read\n",
+    )
+    .unwrap();
+    std::fs::write(
+        reader.join("tools/bump.wasm"),
+        wat::parse_str(BUMP).unwrap(),
+    )
+    .unwrap();
+    let host = host(skills.path());
+    let model = model(&scripted(None, Answer::Yes));
+    let tool = |name: &str| Target::Tool {
+        name: name.into(),
+        arguments: json!({}),
+    };
+
+    // Before the tools are resolved nothing is known: authorize decides.
+    assert!(!host.never_asks(&model, &tool("reader__bump")));
+    assert!(host.never_asks(&Caller::default(), &tool("counter__bump")));
+
+    let catalog = host.catalog();
+    for name in ["reader", "counter"] {
+        host.tools_of(catalog.get(name).unwrap());
+    }
+    assert!(host.never_asks(&model, &tool("reader__bump")));
+    assert!(!host.never_asks(&model, &tool("counter__bump")));
+    assert!(!host.never_asks(&model, &tool("reader__missing")));
+    let script = Target::Script {
+        skill: "reader".into(),
+        script: "scripts/x.py".into(),
+        args: Vec::new(),
+        stdin: Vec::new(),
+    };
+    assert!(
+        !host.never_asks(&model, &script),
+        "scripts are confirmed under `write`"
+    );
+}
