@@ -880,8 +880,12 @@ fn command_line_calls_go_through_the_audited_call_path() {
     assert_eq!(records.len(), 2, "{audit}");
     assert_eq!(records[0]["tool"], "run_script");
     assert_eq!(records[0]["skill"], "release-check");
+    // A script that ran and exited 1 is not a success.
+    assert_eq!(records[0]["outcome"], "nonzero_exit", "{audit}");
+    assert_eq!(records[0]["exit_code"], 1, "{audit}");
     assert_eq!(records[1]["tool"], "log-inspect__count-lines");
     assert_eq!(records[1]["outcome"], "ok");
+    assert!(records[1].get("exit_code").is_none(), "{audit}");
 
     // A component file named on the command line takes the same path: it
     // is audited, and a granted secret is redacted from what it returns.
@@ -914,6 +918,7 @@ fn command_line_calls_go_through_the_audited_call_path() {
         "{audit}"
     );
     assert_eq!(records[3]["tool"], "run_script");
+    assert_eq!(records[3]["exit_code"], 1, "{audit}");
     assert!(
         records[3]["component_digest"]
             .as_str()

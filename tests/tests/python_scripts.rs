@@ -574,10 +574,35 @@ fn fifos_and_links_out_of_the_workspace_are_refused_and_exit_codes_hold() {
         "{out:?}"
     );
 
-    for (arg, code) in [("os", 7), ("256", 1), ("3", 3), ("0", 0)] {
-        let out = run_script(skills.path(), "edges/scripts/exit.py", &[], &[arg]);
+    // Each exit is the command's, and the audit tells success from
+    // failure by it.
+    let state = tempfile::tempdir().unwrap();
+    let codes = [("os", 7), ("256", 1), ("3", 3), ("0", 0)];
+    for (arg, code) in codes {
+        let out: Run = skillbox_e2e::skillbox()
+            .env("SKILLBOX_STATE_DIR", state.path())
+            .args(["run-script", "--skills"])
+            .arg(skills.path())
+            .args(["--script", "edges/scripts/exit.py", "--", arg])
+            .output()
+            .unwrap()
+            .into();
         assert_eq!(out.code, code, "exit {arg}: {out:?}");
     }
+    let audit = std::fs::read_to_string(state.path().join("audit.jsonl")).unwrap();
+    let recorded: Vec<(i64, String)> = audit
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).unwrap())
+        .map(|r| (r["exit_code"].as_i64().unwrap(), r["outcome"].to_string()))
+        .collect();
+    let expected: Vec<(i64, String)> = codes
+        .iter()
+        .map(|(_, code)| {
+            let outcome = if *code == 0 { "ok" } else { "nonzero_exit" };
+            (i64::from(*code), format!("\"{outcome}\""))
+        })
+        .collect();
+    assert_eq!(recorded, expected, "{audit}");
 }
 
 #[test]

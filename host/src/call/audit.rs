@@ -31,8 +31,14 @@ pub struct Record {
     pub skill_signer: Option<String>,
     pub grants: Option<String>,
     pub argument_bytes: usize,
-    /// `ok`, or the error's code (`timeout`, `invalid_arguments`, …).
+    /// `ok`; `nonzero_exit` for a script that ran and exited with a code
+    /// other than 0 (an uncaught exception is 1); or the error's code
+    /// (`timeout`, `invalid_arguments`, …).
     pub outcome: String,
+    /// A script's exit code (absent for a tool, and for a script the
+    /// sandbox stopped).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
     pub duration_ms: f64,
     pub fuel: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -78,6 +78,8 @@ pub(crate) struct CallRecord<'a> {
     /// Whether `tool` names a tool the catalog resolved (or a host tool),
     /// and so may be a metrics label; a client's made-up name may not.
     pub tool_resolved: bool,
+    /// A script's exit code, once it has run.
+    pub exit_code: Option<i32>,
 }
 
 impl Host {
@@ -376,6 +378,7 @@ impl Host {
             grants: call.grants.clone(),
             argument_bytes: call.argument_bytes,
             outcome: outcome.to_string(),
+            exit_code: call.exit_code,
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
             fuel,
             idempotency_key: call.idempotency_key.clone(),
@@ -411,6 +414,7 @@ impl Host {
             idempotency_key: caller.idempotency_key.clone(),
             trace: caller.trace.clone(),
             tool_resolved: true,
+            exit_code: None,
         };
         self.record(&record, outcome, started, None, &[], None);
     }

@@ -81,7 +81,7 @@ impl Metrics {
         Metrics {
             calls: counter(
                 "skillbox_calls_total",
-                "Tool calls and script runs by tool and outcome (ok, or the error's code).",
+                "Tool calls and script runs by tool and outcome (ok; nonzero_exit for a script that exited with another code; or the error's code).",
                 &["tool", "outcome"],
             ),
             duration,

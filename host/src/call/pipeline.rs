@@ -71,6 +71,7 @@ impl Call<'_> {
             idempotency_key: self.caller.idempotency_key.clone(),
             trace: self.caller.trace.clone(),
             tool_resolved: true,
+            exit_code: None,
         }
     }
 
@@ -232,6 +233,7 @@ impl Host {
                     idempotency_key: caller.idempotency_key.clone(),
                     trace: caller.trace.clone(),
                     tool_resolved: false,
+                    exit_code: None,
                 };
                 self.record(&record, e.code(), started, None, &[], None);
                 if matches!(e, CallError::Moved { .. }) {
@@ -428,17 +430,26 @@ impl Host {
 
     /// The audit record and the metrics of a call that ran.
     fn record_settled(&self, call: &Call<'_>, settled: &Settled) {
-        let record = call.record();
+        let mut record = call.record();
         let workspace = settled.workspace.clone();
         match &settled.result {
-            Ok((output, _)) => self.record(
-                &record,
-                "ok",
-                call.started,
-                Some(output.usage.fuel),
-                &settled.network,
-                workspace,
-            ),
+            Ok((output, _)) => {
+                if let Outcome::Script(out) = &output.outcome {
+                    record.exit_code = Some(out.exit_code);
+                }
+                let outcome = match record.exit_code {
+                    Some(code) if code != 0 => "nonzero_exit",
+                    _ => "ok",
+                };
+                self.record(
+                    &record,
+                    outcome,
+                    call.started,
+                    Some(output.usage.fuel),
+                    &settled.network,
+                    workspace,
+                );
+            }
             Err(e) => {
                 self.metrics.sandbox_error(e.code());
                 self.record(

@@ -65,6 +65,7 @@ fn record(tool: &str) -> Record {
         skill_signer: None,
         grants: None,
         argument_bytes: 2,
+        exit_code: None,
         outcome: "ok".into(),
         duration_ms: 0.4,
         fuel: Some(17),
