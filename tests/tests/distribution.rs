@@ -1299,6 +1299,45 @@ fn git_sources_pin_a_commit_and_what_is_not_a_skill_is_refused() {
     );
 }
 
+/// A collection as public ones are laid out (skills under a hidden folder),
+/// added by the plain path of its checkout: the path is read as the
+/// repository it is, and the hidden folder, once named, installs.
+#[test]
+fn a_local_checkout_by_its_path_and_a_skill_under_a_hidden_folder_install() {
+    let Some(registry) = registry() else { return };
+    let home = Home::new(registry);
+    let work = tempfile::tempdir().unwrap();
+    let checkout = work.path().join("collection");
+    std::fs::create_dir_all(checkout.join("skills/.curated")).unwrap();
+    git(&checkout, &["init", "-q"]);
+    skill(&checkout.join("skills/.curated"), "curated-one", None, "c1");
+    git(&checkout, &["add", "."]);
+    git(&checkout, &["commit", "-qm", "one"]);
+    let path = checkout.to_str().unwrap();
+
+    let root = home.run(&["add", path, "--yes", "--allow-unsigned"]);
+    assert_eq!(root.code, 1, "{root:?}");
+    root.stderr_says(&["skills in it: skills/.curated/curated-one", "#path=SUBDIR"]);
+
+    let named = format!("{path}#path=skills/.curated/curated-one");
+    let added = home.run(&["add", &named, "--yes", "--allow-unsigned"]);
+    assert_eq!(added.code, 0, "{added:?}");
+    assert!(home.skills().join("curated-one/SKILL.md").is_file());
+    let source = home.lock()["skills"]["curated-one"].to_string();
+    let real = std::fs::canonicalize(&checkout).unwrap();
+    assert!(
+        source.contains(&format!("git+file://{}", real.display())),
+        "the lock names the repository by URL: {source}"
+    );
+
+    // A folder that is not a repository is not taken for one.
+    let plain = work.path().join("plain");
+    std::fs::create_dir_all(&plain).unwrap();
+    let refused = home.run(&["add", plain.to_str().unwrap(), "--yes"]);
+    assert_eq!(refused.code, 2, "{refused:?}");
+    refused.stderr_says(&["is not a skill reference", "the path of a git repository"]);
+}
+
 /// Red team: an update that lets the model invoke a user-only skill, or
 /// adds a script, is a widening: shown, and without a terminal and
 /// without --yes nothing is installed. The first summary says what a

@@ -1,5 +1,6 @@
-//! What `skillbox add` is given: `oci://HOST[:PORT]/REPO[:TAG][@sha256:…]`
-//! or `git+URL[@REV][#path=SUBDIR]`.
+//! What `skillbox add` is given: `oci://HOST[:PORT]/REPO[:TAG][@sha256:…]`,
+//! `git+URL[@REV][#path=SUBDIR]`, or the path of a git repository on this
+//! machine (`PATH[#path=SUBDIR]`, read as `git+file://` of its real path).
 
 use std::fmt;
 
@@ -34,7 +35,7 @@ pub struct GitRef {
 
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[error(
-    "`{reference}` is not a skill reference: {why}; use oci://HOST[:PORT]/REPO:TAG, oci://HOST/REPO@sha256:DIGEST or git+URL[@COMMIT][#path=SUBDIR]"
+    "`{reference}` is not a skill reference: {why}; use oci://HOST[:PORT]/REPO:TAG, oci://HOST/REPO@sha256:DIGEST, git+URL[@COMMIT][#path=SUBDIR], or the path of a git repository on this machine"
 )]
 pub struct RefError {
     pub reference: String,
@@ -58,6 +59,36 @@ impl std::str::FromStr for SkillRef {
         Err(fail(
             "it names neither an OCI registry nor a git repository",
         ))
+    }
+}
+
+impl SkillRef {
+    /// A reference as [`str::parse`] reads it, or the path of a git
+    /// repository on this machine (a checkout, or a bare repository),
+    /// optionally with `#path=SUBDIR`: read as `git+file://` of its real
+    /// path, so the lock names the repository wherever `add` ran.
+    pub fn parse_or_local(text: &str) -> Result<SkillRef, RefError> {
+        if text.starts_with("oci://") || text.starts_with("git+") {
+            return text.parse();
+        }
+        let (path, fragment) = match text.split_once('#') {
+            Some((path, fragment)) => (path, Some(fragment)),
+            None => (text, None),
+        };
+        let dir = std::path::Path::new(path);
+        let is_repository = dir.join(".git").exists()
+            || (dir.join("HEAD").is_file() && dir.join("objects").is_dir());
+        let real = match std::fs::canonicalize(dir) {
+            Ok(real) if is_repository => real,
+            _ => return text.parse(),
+        };
+        let fragment = fragment.map(|f| format!("#{f}")).unwrap_or_default();
+        format!("git+file://{}{fragment}", real.display())
+            .parse()
+            .map_err(|e: RefError| RefError {
+                reference: text.to_string(),
+                why: e.why,
+            })
     }
 }
 
@@ -136,7 +167,7 @@ fn parse_git(rest: &str) -> Result<GitRef, String> {
             if path.is_empty()
                 || path
                     .split('/')
-                    .any(|c| c.is_empty() || c == "." || c == ".." || c.starts_with('.'))
+                    .any(|c| c.is_empty() || c == "." || c == "..")
             {
                 return Err(format!("`{path}` is not a folder inside the repository"));
             }
@@ -293,6 +324,9 @@ mod tests {
             "git+file:///tmp/repo.git",
             "git+ssh://git@example.org/skills.git@0123abc",
             "git+https://example.org/skills.git@feature/x#path=a",
+            // Collections keep skills under hidden folders; named, they are
+            // allowed.
+            "git+https://example.org/skills.git#path=skills/.curated/pdf",
         ] {
             let parsed: SkillRef = text.parse().unwrap();
             assert_eq!(parsed.to_string(), text);

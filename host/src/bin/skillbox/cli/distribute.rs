@@ -118,8 +118,9 @@ pub(super) enum KeyCommand {
 
 #[derive(Args, Debug)]
 pub(super) struct AddArgs {
-    /// oci://HOST[:PORT]/REPO:TAG, oci://HOST/REPO@sha256:DIGEST, or
-    /// git+URL[@COMMIT][#path=SUBDIR].
+    /// oci://HOST[:PORT]/REPO:TAG, oci://HOST/REPO@sha256:DIGEST,
+    /// git+URL[@COMMIT][#path=SUBDIR], or the path of a git repository on
+    /// this machine (PATH[#path=SUBDIR]).
     pub reference: String,
     #[command(flatten)]
     pub target: TargetFlags,
@@ -337,7 +338,7 @@ fn confirm(plan: &Plan, yes: bool, verb: &str) -> Result<bool, CliError> {
 }
 
 pub(super) fn add(args: AddArgs) -> Result<ExitCode, CliError> {
-    let reference: SkillRef = args.reference.parse().map_err(usage)?;
+    let reference = SkillRef::parse_or_local(&args.reference).map_err(usage)?;
     let settings = settings(&args.target, Some(&args.trust), &args.registry)?;
     let sandbox = Arc::new(Sandbox::new()?);
     eprintln!("skillbox: fetching {reference}");
