@@ -244,6 +244,28 @@ fn a_pinned_requirement_is_prepared_once_and_imported_offline() {
     );
     assert_eq!(after.code, 0, "{after:?}");
     assert_eq!(after.stdout.trim(), "a ['b']");
+
+    // --with adds to what is prepared; --list shows it; --replace goes
+    // back to what the skill declares.
+    let prepare = |extra: &[&str]| {
+        let mut argv = vec!["prepare", "xml-read", "--skills", skills_arg, "--json"];
+        argv.extend(extra);
+        let out = run(&argv);
+        assert_eq!(out.code, 0, "{extra:?}: {out:?}");
+        out.json()
+    };
+    let added = prepare(&["--with", "six==1.16.0"]);
+    assert_eq!(
+        added["distributions"],
+        json!(["defusedxml 0.7.1", "six 1.16.0"])
+    );
+    let listed = prepare(&["--list"]);
+    assert_eq!(
+        listed["requirements"],
+        json!(["defusedxml==0.7.1", "six==1.16.0"])
+    );
+    let replaced = prepare(&["--replace"]);
+    assert_eq!(replaced["distributions"], json!(["defusedxml 0.7.1"]));
 }
 
 /// Hostile scripts, each with the error that names its limit or its

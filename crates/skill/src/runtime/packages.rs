@@ -50,8 +50,9 @@ pub struct Installed {
 #[derive(Debug, Error)]
 pub enum PrepareError {
     #[error(
-        "requirement `{0}` is not pinned; give an exact version (`name==1.2.3`), so that \
-         every run gets the code that was checked."
+        "requirement `{0}` is not pinned; give an exact version (`name==1.2.3`; a line of \
+         the skill's own is pinned with `skillbox prepare SKILL --with name==1.2.3`), so \
+         that every run gets the code that was checked."
     )]
     /// A requirement without an exact version.
     Unpinned(String),
@@ -175,6 +176,63 @@ pub fn declared_by(skill: &crate::skill::Skill) -> Vec<String> {
         let bytes = skill.read_served(file, 256 * 1024).ok()?;
         String::from_utf8(bytes).ok()
     })
+}
+
+/// The project a requirement names, as PEP 503 compares names (lowercase,
+/// each run of `-`, `_` and `.` one `-`): `PyYAML==6.0.2` and `pyyaml`
+/// name the same project.
+pub fn project_of(requirement: &str) -> String {
+    let name = requirement
+        .split(|c: char| "=<>!~;[@ ".contains(c))
+        .next()
+        .unwrap_or("")
+        .trim();
+    let mut normalized = String::with_capacity(name.len());
+    for c in name.chars() {
+        if "-_.".contains(c) {
+            if !normalized.ends_with('-') {
+                normalized.push('-');
+            }
+        } else {
+            normalized.push(c.to_ascii_lowercase());
+        }
+    }
+    normalized
+}
+
+/// What one `prepare` installs: what was prepared before (unless
+/// `replace`), then what the skill declares, then what the user adds with
+/// `--with`. A later line for a project replaces an earlier one, so a
+/// `--with` pin settles a line the skill left unpinned, and adding a
+/// package keeps those prepared before.
+pub fn combined(
+    before: &[String],
+    declared: &[String],
+    with: &[String],
+    replace: bool,
+) -> Vec<String> {
+    let before = if replace { &[][..] } else { before };
+    let mut out: Vec<String> = Vec::new();
+    for requirement in before.iter().chain(declared).chain(with) {
+        let project = project_of(requirement);
+        out.retain(|r| project_of(r) != project);
+        out.push(requirement.clone());
+    }
+    out
+}
+
+/// The requirements prepared in `dir` last time, if any.
+pub fn prepared_requirements(dir: &Path) -> Vec<String> {
+    prepared_record(dir)
+        .and_then(|record| serde_json::from_value(record["requirements"].clone()).ok())
+        .unwrap_or_default()
+}
+
+/// The record the last `prepare` in `dir` wrote (requirements,
+/// distributions, files checked), if any.
+pub fn prepared_record(dir: &Path) -> Option<serde_json::Value> {
+    let text = std::fs::read(dir.join("current").join("prepared.json")).ok()?;
+    serde_json::from_slice(&text).ok()
 }
 
 /// Checks `requirement` before pip sees it (see [`python_requirement`]).
@@ -944,6 +1002,23 @@ mod tests {
             record_line("x.dist-info/RECORD,,"),
             Some(("x.dist-info/RECORD".into(), None))
         );
+    }
+
+    #[test]
+    fn with_adds_to_what_was_prepared_and_a_later_pin_replaces_a_line() {
+        let before = vec!["pypdf==5.1.0".to_string()];
+        let declared = vec!["defusedxml".to_string(), "PyYAML==6.0.1".into()];
+        let with = vec!["defusedxml==0.7.1".to_string(), "pyyaml==6.0.2".into()];
+        assert_eq!(
+            combined(&before, &declared, &with, false),
+            ["pypdf==5.1.0", "defusedxml==0.7.1", "pyyaml==6.0.2"]
+        );
+        assert_eq!(
+            combined(&before, &declared, &[], true),
+            ["defusedxml", "PyYAML==6.0.1"]
+        );
+        assert_eq!(project_of("Zope.Interface_x==1"), "zope-interface-x");
+        assert_eq!(project_of("a[extra]>=1; python_version>'3'"), "a");
     }
 
     #[test]

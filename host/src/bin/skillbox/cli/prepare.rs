@@ -18,10 +18,18 @@ pub(super) struct PrepareArgs {
     #[arg(value_name = "SKILL")]
     skill: String,
     /// A pinned requirement besides those the skill declares (its
-    /// skillbox.yaml `python.requires`, else its requirements.txt);
-    /// repeatable: --with defusedxml==0.7.1.
+    /// skillbox.yaml `python.requires`, else its requirements.txt) and
+    /// those prepared before; repeatable: --with defusedxml==0.7.1. A pin
+    /// for a project the skill lists replaces the skill's line.
     #[arg(long = "with", value_name = "NAME==VERSION")]
     with: Vec<String>,
+    /// Prepare only what the skill declares and --with gives, dropping
+    /// packages added by earlier runs.
+    #[arg(long, conflicts_with = "list")]
+    replace: bool,
+    /// Show what is prepared for the skill, and change nothing.
+    #[arg(long)]
+    list: bool,
     #[command(flatten)]
     sources: SourceFlags,
     /// Print JSON on stdout instead of a summary.
@@ -53,12 +61,18 @@ pub(super) fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
                 args.skill
             ))
         })?;
-    let mut requirements = runtime::packages::declared_by(skill);
-    requirements.extend(args.with.iter().cloned());
-    requirements.dedup();
     let dir = runtime::python::packages_dir(&skill.dir).ok_or_else(|| {
         CliError::Usage("no data folder: set SKILLBOX_DATA_DIR, XDG_DATA_HOME or HOME".into())
     })?;
+    if args.list {
+        return list(skill.name(), &dir, args.json);
+    }
+    let requirements = runtime::packages::combined(
+        &runtime::packages::prepared_requirements(&dir),
+        &runtime::packages::declared_by(skill),
+        &args.with,
+        args.replace,
+    );
     if requirements.is_empty() {
         eprintln!(
             "prepare: `{}` declares no requirements and none were given (--with NAME==VERSION); its scripts use the standard library only",
@@ -87,5 +101,46 @@ pub(super) fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
             installed.files
         );
     }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `prepare --list`: what the last `prepare` installed for the skill.
+fn list(skill: &str, dir: &std::path::Path, json: bool) -> Result<ExitCode, CliError> {
+    let record = runtime::packages::prepared_record(dir);
+    if json {
+        print_json(&json!({
+            "skill": skill,
+            "prepared": record.is_some(),
+            "requirements": record.as_ref().map_or(json!([]), |r| r["requirements"].clone()),
+            "distributions": record.as_ref().map_or(json!([]), |r| r["distributions"].clone()),
+        }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(record) = record else {
+        println!("nothing is prepared for `{skill}`; its scripts use the standard library only");
+        return Ok(ExitCode::SUCCESS);
+    };
+    let names = |key: &str| {
+        record[key]
+            .as_array()
+            .map(|list| {
+                list.iter()
+                    .filter_map(|v| v.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_default()
+    };
+    println!(
+        "`{skill}` has {}; asked for: {}",
+        match names("distributions") {
+            listed if listed.is_empty() => "no packages".to_string(),
+            listed => listed,
+        },
+        match names("requirements") {
+            listed if listed.is_empty() => "nothing".to_string(),
+            listed => listed,
+        }
+    );
     Ok(ExitCode::SUCCESS)
 }
