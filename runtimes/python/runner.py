@@ -52,6 +52,18 @@ C_EXTENSION_PACKAGES = {
     "pydantic_core", "cryptography", "psycopg2", "grpc", "_cffi_backend", "regex",
     "orjson", "ujson", "markupsafe", "_yaml",
 }
+# Where an import's name and its PyPI project's differ, for popular ones.
+PROJECT_OF_IMPORT = {
+    "yaml": "PyYAML", "PIL": "Pillow", "bs4": "beautifulsoup4", "docx": "python-docx",
+    "pptx": "python-pptx", "dateutil": "python-dateutil", "sklearn": "scikit-learn",
+    "cv2": "opencv-python", "Crypto": "pycryptodome", "jwt": "PyJWT",
+    "dotenv": "python-dotenv", "fitz": "PyMuPDF", "git": "GitPython", "magic": "python-magic",
+    "serial": "pyserial", "usb": "pyusb", "OpenSSL": "pyOpenSSL", "attr": "attrs",
+    "google.protobuf": "protobuf", "markdown_it": "markdown-it-py", "frontmatter": "python-frontmatter",
+}
+# Projects whose wheels on PyPI are all compiled: `prepare` cannot install
+# them, whatever the version.
+NO_PURE_WHEEL = {"PyYAML", "Pillow", "opencv-python", "pycryptodome", "PyMuPDF", "scikit-learn"}
 PROCESS_FUNCTIONS = {
     "system", "popen", "fork", "forkpty", "execv", "execve", "execvp", "execl",
     "execlp", "spawnv", "spawnl", "posix_spawn", "posix_spawnp", "wait", "waitpid", "kill",
@@ -113,11 +125,19 @@ def hint(error):
                 "pure-Python packages run here. Use a pure-Python alternative, or a WebAssembly "
                 "tool of the skill."
             )
+        project = PROJECT_OF_IMPORT.get(error.name) or PROJECT_OF_IMPORT.get(top, top)
+        if project in NO_PURE_WHEEL:
+            return (
+                f"module `{top}` comes from the PyPI project `{project}`, which publishes only "
+                "compiled wheels, so it cannot be installed for this sandbox: only pure-Python "
+                "packages run here. Do that step another way, or with a tool of the skill."
+            )
         return (
             f"module `{top}` is not installed for this skill, and a script never downloads. "
-            "If a pure-Python package on PyPI provides it, the user can install it once with "
-            f"`skillbox prepare SKILL --with PACKAGE==VERSION` (or list it in the skill's "
-            "requirements.txt or in skillbox.yaml under python.requires)."
+            f"It comes from the PyPI project `{project}`; if that project has a pure-Python "
+            "wheel, the user can install it once with "
+            f"`skillbox prepare {_skill_name()} --with {project}==VERSION` (VERSION: the "
+            "release the skill needs), or the skill can list it in its requirements.txt."
         )
     no_process = (
         "this sandbox runs no processes (WebAssembly has none): subprocess, os.system and "
@@ -135,12 +155,21 @@ def hint(error):
             "this sandbox runs one thread: threading and concurrent.futures thread pools "
             "cannot start threads. Do the work in sequence."
         )
+    program = _program_named()
     no_socket_names = isinstance(error, AttributeError) and (error.name or "").startswith(
         ("AF_", "SOCK_", "socketpair")
     )
-    if no_socket_names or isinstance(error, OSError) and any(
+    socket_failed = no_socket_names or isinstance(error, OSError) and any(
         f.endswith(("socket.py", "client.py", "request.py", "connection.py")) for f in frames
-    ):
+    )
+    if socket_failed and program:
+        return (
+            f"this script drives {program}, a program outside Python (it talks to it over a "
+            "local socket), and this sandbox runs no programs and has no sockets. That step "
+            "cannot run here; run it where the program is installed, or do it with the "
+            "skill's Python-only route if it has one."
+        )
+    if socket_failed:
         return (
             "scripts get no network sockets in this sandbox (socket, urllib, http.client and "
             "requests all need them). Use the skill's tools for network access."
@@ -178,12 +207,52 @@ def hint(error):
 
 
 _RUNTIME_FOLDER = os.path.dirname(__file__) + "/"
+# The script being run, for the hints that read it.
+_SCRIPT = [None]
+# Programs scripts drive over a socket, by the names their sources use.
+_PROGRAMS = {"soffice": "LibreOffice (`soffice`)", "libreoffice": "LibreOffice (`soffice`)",
+             "chromium": "Chromium", "chrome": "Chrome"}
+
+
+def _skill_name():
+    """The skill's name from /skill/SKILL.md, for a command to copy."""
+    try:
+        with _open(SKILL + "/SKILL.md", encoding="utf-8") as f:
+            lines = f.read(64 * 1024).splitlines()
+    except (OSError, ValueError):
+        return "SKILL"
+    if not lines or lines[0].strip() != "---":
+        return "SKILL"
+    for line in lines[1:]:
+        if line.strip() == "---":
+            break
+        if line.startswith("name:"):
+            name = line[5:].strip().strip("'\"")
+            if name and all(c.isalnum() or c in "-_" for c in name):
+                return name
+    return "SKILL"
+
+
+def _program_named():
+    """A program the script's source names, as words for a person, or None."""
+    if not _SCRIPT[0]:
+        return None
+    try:
+        with _open(_SCRIPT[0], encoding="utf-8", errors="replace") as f:
+            source = f.read(1024 * 1024).lower()
+    except OSError:
+        return None
+    for name, words in _PROGRAMS.items():
+        if name in source:
+            return words
+    return None
 
 
 # What the failure path needs, taken now: a script that replaces any of
 # these (`traceback.TracebackException = None`) must not break the report
 # of its own failure.
 _write = os.write
+_open = open
 _exit_with_code = wasi_exit.exit_with_code
 _TracebackException = traceback.TracebackException
 _StackSummary = traceback.StackSummary
@@ -243,6 +312,7 @@ def _os_exit(code):
 
 def _run_script(args):
     script = _abspath(args[0])
+    _SCRIPT[0] = script
     sys.argv = [args[0]] + list(args[1:])
     sys.path[:0] = [_dirname(script), SKILL] + ([PACKAGES] if _isdir(PACKAGES) else [])
     os._exit = _os_exit

@@ -316,6 +316,24 @@ const HOSTILE: &[(&str, &str, &[&str])] = &[
         "import lxml.etree\n",
         &["`lxml` is compiled (C-extension) code"],
     ),
+    (
+        "docxish.py",
+        "import docx\n",
+        &[
+            "the PyPI project `python-docx`",
+            "skillbox prepare hostile --with python-docx==VERSION",
+        ],
+    ),
+    (
+        "yamlish.py",
+        "import yaml\n",
+        &["the PyPI project `PyYAML`", "only compiled wheels"],
+    ),
+    (
+        "office.py",
+        "import socket\nSOFFICE = 'soffice'\nsocket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n",
+        &["drives LibreOffice (`soffice`)", "runs no programs"],
+    ),
 ];
 
 #[tokio::test]
