@@ -54,16 +54,22 @@ impl Ask for Scripted {
 }
 
 fn skill(root: &Path) {
-    let dir = root.join("counter");
+    fixture(root, "counter", "write");
+}
+
+/// A skill `name` serving the `bump` component as `NAME__bump` with
+/// `effect`.
+fn fixture(root: &Path, name: &str, effect: &str) {
+    let dir = root.join(name);
     std::fs::create_dir_all(dir.join("tools")).unwrap();
     std::fs::write(
         dir.join("SKILL.md"),
-        "---\nname: counter\ndescription: Counts calls; a unit-test fixture, never for real work.\n---\nCall counter__bump.\n",
+        format!("---\nname: {name}\ndescription: Counts calls; a unit-test fixture, never for real work.\n---\nCall {name}__bump.\n"),
     )
     .unwrap();
     std::fs::write(
         dir.join("skillbox.yaml"),
-        "tools:\n  - component: tools/bump.wasm\n    functions:\n      bump:\n        description: Counts one call. Test fixture.\n        effect: write\n",
+        format!("tools:\n  - component: tools/bump.wasm\n    functions:\n      bump:\n        description: Counts one call. Test fixture.\n        effect: {effect}\n"),
     )
     .unwrap();
     std::fs::write(dir.join("tools/bump.wasm"), wat::parse_str(BUMP).unwrap()).unwrap();
@@ -232,23 +238,7 @@ async fn a_call_is_known_never_to_ask_only_from_what_the_host_already_knows() {
     let skills = tempfile::tempdir().unwrap();
     skill(skills.path());
     // The same component, declared as only reading.
-    let reader = skills.path().join("reader");
-    std::fs::create_dir_all(reader.join("tools")).unwrap();
-    std::fs::write(
-        reader.join("SKILL.md"),
-        "---\nname: reader\ndescription: Reads nothing; a unit-test fixture, never for real work.\n---\nCall reader__bump.\n",
-    )
-    .unwrap();
-    std::fs::write(
-        reader.join("skillbox.yaml"),
-        "tools:\n  - component: tools/bump.wasm\n    functions:\n      bump:\n        description: Reads nothing. Test fixture.\n        effect: read\n",
-    )
-    .unwrap();
-    std::fs::write(
-        reader.join("tools/bump.wasm"),
-        wat::parse_str(BUMP).unwrap(),
-    )
-    .unwrap();
+    fixture(skills.path(), "reader", "read");
     let host = host(skills.path());
     let model = model(&scripted(None, Answer::Yes));
     let tool = |name: &str| Target::Tool {
