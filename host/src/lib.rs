@@ -2,8 +2,10 @@
 //! WebAssembly components in a capability-scoped wasmtime sandbox, and
 //! serves them over MCP.
 //!
-//! This crate is the whole of it, as a library: the `skillbox` binary is a
-//! thin command line over the same public API.
+//! This crate is its stable API: the call path, the embedding API, the MCP
+//! server and the agent, over the lower layers' own crates (the sandbox,
+//! the skills, distribution). The `skillbox` binary is a thin command line
+//! over the same crates.
 //!
 //! # Quick start
 //!
@@ -51,7 +53,7 @@
 //! | `agent` | [`agent::Agent`], the agent loop, with any [`agent::Model`] | reqwest with rustls, backon |
 //! | `tokens` | real token counts (o200k_base) for catalog budgets | tiktoken-rs |
 //! | `tls` | `https://` for guests' granted network requests | rustls |
-//! | `distribute` | publishing skills to OCI registries and installing them from registries and git, signed and locked (reachable only through the unstable API, for the binary) | oci-client, reqwest |
+//! | `distribute` | the `skillbox-distribute` crate the binary publishes and installs skills with (OCI registries and git, signed and locked); nothing in this crate's API | oci-client, reqwest |
 //! | `otlp` | calls' spans continue a caller's W3C trace as OpenTelemetry spans (the binary exports them over OTLP/HTTP) | opentelemetry, tracing-opentelemetry |
 //! | `cli` (default) | the `skillbox` binary: all of the above | clap |
 //!
