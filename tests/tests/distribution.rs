@@ -1019,6 +1019,45 @@ fn a_login_kept_by_a_credential_helper_is_asked_for() {
     let added = run(PASSWORD);
     assert_eq!(added.code, 0, "{added:?}");
     assert!(user.skills().join("kept-skill/SKILL.md").is_file());
+
+    // A store with no login for the registry answers as docker's helpers
+    // do ("credentials not found", exit 1): the registry is reached
+    // anonymously, as docker would, and says it needs a login.
+    let stranger = Home::new(registry);
+    std::fs::write(
+        stranger.path().join(".docker/config.json"),
+        json!({"credsStore": "e2e"}).to_string(),
+    )
+    .unwrap();
+    std::fs::write(
+        &helper,
+        "#!/bin/sh\necho 'credentials not found in native keychain'\nexit 1\n",
+    )
+    .unwrap();
+    let stranger_run = |extra: &[&str]| -> Run {
+        stranger
+            .command()
+            .args(["add", &reference, "--yes", "--allow-unsigned"])
+            .args(extra)
+            .env("PATH", &path)
+            .output()
+            .expect("run skillbox")
+            .into()
+    };
+    let anonymous = stranger_run(&[]);
+    assert_eq!(anonymous.code, 1, "{anonymous:?}");
+    anonymous.stderr_says(&["needs a login", "docker login"]);
+    assert!(
+        !anonymous.stderr.contains("found no login"),
+        "a store without the login is not an error: {anonymous:?}"
+    );
+
+    // A helper that never answers is given up on within the registry
+    // timeout.
+    std::fs::write(&helper, "#!/bin/sh\nexec sleep 5\n").unwrap();
+    let waited = stranger_run(&["--registry-timeout-secs", "1"]);
+    assert_eq!(waited.code, 1, "{waited:?}");
+    waited.stderr_says(&["did not answer", "within 1 s"]);
 }
 
 #[test]

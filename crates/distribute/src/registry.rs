@@ -93,7 +93,7 @@ impl Registry {
             connect_timeout: Some(options.timeout),
             ..ClientConfig::default()
         };
-        let auth = credentials(registry, options.auth_file.as_deref())?;
+        let auth = credentials_within(registry, options.auth_file.as_deref(), options.timeout)?;
         let http = reqwest::Client::builder()
             .connect_timeout(options.timeout)
             .read_timeout(options.timeout)
@@ -191,10 +191,13 @@ impl Registry {
 
     fn credentials_hint(&self) -> String {
         if self.has_credentials {
-            "; check the user and password in the credentials file".into()
+            "; check the user and password it was given (the `auths` entry, or what the \
+             credential helper keeps: `docker login` again)"
+                .into()
         } else {
             format!(
-                "; it needs a login: add its `auths` entry to ~/.docker/config.json (as `docker login {}` writes it), or pass --registry-auth-file",
+                "; it needs a login: `docker login {}` (which writes ~/.docker/config.json or \
+                 its credential helper), or pass --registry-auth-file",
                 self.registry
             )
         }
@@ -438,6 +441,56 @@ impl Registry {
     }
 }
 
+/// [`credentials`], given up on after `limit`: a credential helper that
+/// waits (for a passphrase prompt, a stalled desktop app) must not hold
+/// `add` or `publish` for ever. The helper's thread is left to finish on
+/// its own; the command ends long before it matters.
+fn credentials_within(
+    registry: &str,
+    file: Option<&Path>,
+    limit: Duration,
+) -> Result<RegistryAuth, RegistryError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let (host, file_owned) = (registry.to_string(), file.map(Path::to_path_buf));
+    std::thread::spawn(move || {
+        let _ = tx.send(credentials(&host, file_owned.as_deref()));
+    });
+    rx.recv_timeout(limit).unwrap_or_else(|_| {
+        Err(RegistryError::AuthFile {
+            path: file.map_or_else(
+                || "the Docker config".to_string(),
+                |f| f.display().to_string(),
+            ),
+            why: format!(
+                "its credential helper did not answer for {registry} within {} s; check that it \
+                 runs (`echo {registry} | docker-credential-NAME get`), or pass \
+                 --registry-auth-file",
+                limit.as_secs()
+            ),
+        })
+    })
+}
+
+/// The hosts under which docker keeps a registry's login: Docker Hub's
+/// is kept under its v1 index URL.
+fn login_keys(registry: &str) -> Vec<&str> {
+    match registry {
+        "docker.io" | "registry-1.docker.io" | "index.docker.io" => {
+            vec![registry, "https://index.docker.io/v1/"]
+        }
+        _ => vec![registry],
+    }
+}
+
+/// The answer docker's credential helpers give, with exit code 1, for a
+/// registry they hold no login for: docker goes on anonymously then.
+fn helper_has_no_login(stdout: &str) -> bool {
+    stdout
+        .trim()
+        .to_ascii_lowercase()
+        .contains("credentials not found")
+}
+
 /// The credentials for `registry` as docker and podman keep them, read
 /// from a Docker-style `config.json` by the `docker_credential` crate:
 /// `auths.<host>` (`auth` as base64 `user:password`, or `username` and
@@ -463,15 +516,25 @@ fn credentials(registry: &str, file: Option<&Path>) -> Result<RegistryAuth, Regi
         path: path.display().to_string(),
         why,
     };
-    let config = match std::fs::File::open(&path) {
+    let config = match std::fs::read(&path) {
         Ok(config) => config,
         Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(RegistryAuth::Anonymous);
         }
         Err(e) => return Err(fail(e.to_string())),
     };
-    let found =
-        docker_credential::get_credential_from_reader(std::io::BufReader::new(config), registry);
+    let mut found = Err(Lookup::NoCredentialConfigured);
+    for key in login_keys(registry) {
+        found = docker_credential::get_credential_from_reader(config.as_slice(), key);
+        let none = match &found {
+            Err(Lookup::NoCredentialConfigured) => true,
+            Err(Lookup::HelperFailure { stdout, .. }) => helper_has_no_login(stdout),
+            _ => false,
+        };
+        if !none {
+            break;
+        }
+    }
     // The helper's own output is never repeated: it may hold the secret.
     let why = match found {
         Ok(DockerCredential::UsernamePassword(user, password)) => {
@@ -479,6 +542,9 @@ fn credentials(registry: &str, file: Option<&Path>) -> Result<RegistryAuth, Regi
         }
         Ok(DockerCredential::IdentityToken(_))
         | Err(Lookup::NoCredentialConfigured | Lookup::ConfigNotFound) => {
+            return Ok(RegistryAuth::Anonymous);
+        }
+        Err(Lookup::HelperFailure { stdout, .. }) if helper_has_no_login(&stdout) => {
             return Ok(RegistryAuth::Anonymous);
         }
         Err(Lookup::ConfigReadError) => {
