@@ -71,11 +71,13 @@ fn bare_skill(root: &Path, name: &str) -> PathBuf {
 }
 
 /// `skillbox prepare` with pip reading only the folder `wheels`.
+/// `prepare` of exactly `with` (`--replace`: nothing prepared before is
+/// kept), from the local wheels only.
 fn prepare(skills: &Path, data: &Path, wheels: &Path, with: &str) -> Run {
     skillbox()
         .args(["prepare", "pkgs", "--skills"])
         .arg(skills)
-        .args(["--with", with, "--json"])
+        .args(["--with", with, "--replace", "--json"])
         .env("SKILLBOX_DATA_DIR", data)
         .env("PIP_NO_INDEX", "1")
         .env("PIP_FIND_LINKS", wheels)
