@@ -85,6 +85,6 @@ pub(super) fn principal(context: &RequestContext<RoleServer>) -> Option<String> 
 
 /// Without the HTTP transport every client is a byte stream's one client.
 #[cfg(not(feature = "http"))]
-pub fn principal(_context: &RequestContext<RoleServer>) -> Option<String> {
+pub(super) fn principal(_context: &RequestContext<RoleServer>) -> Option<String> {
     None
 }
