@@ -7,7 +7,7 @@
 //! runs each on the project's own fixtures and they cannot rot between
 //! fuzzing runs.
 
-use crate::skill::frontmatter::{Strictness, split_with};
+use skillbox_skill::skill::frontmatter::{Strictness, split_with};
 
 /// SKILL.md: its frontmatter, strictly and leniently. Whatever the strict
 /// reading accepts, the lenient one accepts too.
@@ -23,18 +23,19 @@ pub fn skill_md(data: &[u8]) {
 /// `skillbox.yaml`, against the manifest's schema.
 pub fn skillbox_yaml(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data) {
-        let _ = crate::skill::manifest::parse_text(text);
+        let _ = skillbox_skill::skill::manifest::parse_text(text);
     }
 }
 
 /// The lock file.
 pub fn lock_file(data: &[u8]) {
     if let Ok(text) = std::str::from_utf8(data)
-        && let Ok(lock) = crate::skill::lock::LockFile::parse(text)
+        && let Ok(lock) = skillbox_skill::skill::lock::LockFile::parse(text)
     {
         // What parses is written back as a lock that parses the same.
         let again = serde_json::to_string(&lock).expect("a lock serializes");
-        let reread = crate::skill::lock::LockFile::parse(&again).expect("a written lock parses");
+        let reread =
+            skillbox_skill::skill::lock::LockFile::parse(&again).expect("a written lock parses");
         assert_eq!(serde_json::to_string(&reread).unwrap(), again);
     }
 }
@@ -44,8 +45,8 @@ pub fn lock_file(data: &[u8]) {
 #[cfg(feature = "mcp")]
 pub fn jsonrpc_stdio(data: &[u8]) {
     let (cuts, input) = data.split_at(data.len().min(4));
-    let whole = crate::mcp::stdio::frames(input, &[]);
-    let cut = crate::mcp::stdio::frames(input, cuts);
+    let whole = skillbox_mcp::stdio::frames(input, &[]);
+    let cut = skillbox_mcp::stdio::frames(input, cuts);
     assert_eq!(whole, cut, "the framing depends on where reads end");
 }
 
@@ -55,16 +56,16 @@ pub fn jsonrpc_stdio(data: &[u8]) {
 pub fn request_state(data: &[u8]) {
     use sha2::Digest;
     let text = String::from_utf8_lossy(data);
-    let digest = crate::sandbox::sha256_hex(data);
+    let digest = skillbox_sandbox::sha256_hex(data);
     let principal = format!("{:x}", sha2::Sha256::digest(text.as_bytes()))[..8].to_string();
-    crate::mcp::confirm::check_states(&text, &digest, &principal);
+    skillbox_mcp::confirm::check_states(&text, &digest, &principal);
 }
 
 /// `run_script`'s command line.
 #[cfg(feature = "mcp")]
 pub fn command_line(data: &[u8]) {
     if let Ok(line) = std::str::from_utf8(data)
-        && let Ok(command) = crate::runtime::command::parse(line)
+        && let Ok(command) = skillbox_skill::runtime::command::parse(line)
     {
         // One command, one line: a newline never survives into a word.
         let words = std::iter::once(&command.script).chain(&command.args);
@@ -78,10 +79,10 @@ pub fn command_line(data: &[u8]) {
 /// An OCI manifest as a registry serves it: a skill artifact's layers.
 #[cfg(feature = "distribute")]
 pub fn oci_manifest(data: &[u8]) {
-    if let Ok(layers) = crate::distribute::artifact::layers(data) {
+    if let Ok(layers) = skillbox_distribute::artifact::layers(data) {
         for layer in layers {
             assert!(
-                crate::distribute::artifact::check_path(&layer.path).is_ok(),
+                skillbox_distribute::artifact::check_path(&layer.path).is_ok(),
                 "a layer path that leaves the folder was accepted: {}",
                 layer.path
             );

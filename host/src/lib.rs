@@ -68,72 +68,67 @@
 // writes to it.
 #![deny(clippy::print_stdout)]
 
-#[cfg(feature = "agent")]
-pub mod agent;
-mod call;
-mod embed;
 mod fuzz;
-#[cfg(feature = "mcp")]
-pub mod mcp;
-#[cfg(any(feature = "http", feature = "agent"))]
-mod net;
 
-// The lower layers are crates of their own; their modules keep the
-// paths the layers above name them by.
-use skillbox_sandbox as sandbox;
-use skillbox_sandbox::{digest, dirs, schema, text};
-use skillbox_skill::{runtime, skill};
-// Distribution stands beside the call path, on the skills layer.
-#[cfg(feature = "distribute")]
-use skillbox_distribute as distribute;
-
-pub use call::{CallError, ConfirmPolicy, WorkspaceChanges, WorkspaceStatus};
-pub use embed::{
-    BuildError, Builder, CompileOutcome, Compiled, ScriptOutput, SkillInfo, Skillbox, ToolInfo,
-    ToolOutput,
+pub use skillbox_call::{
+    BuildError, Builder, CallError, CompileOutcome, Compiled, ConfirmPolicy, ScriptOutput,
+    SkillInfo, Skillbox, ToolInfo, ToolOutput, WorkspaceChanges, WorkspaceStatus,
 };
 // The sandbox crate's types an embedder sees, documented here as
 // `skillbox`'s own.
 #[doc(inline)]
-pub use sandbox::stage::{Change, ChangeKind, ChangeSet, Kind as EntryKind};
+pub use skillbox_sandbox::schema::ArgError;
 #[doc(inline)]
-pub use sandbox::{EngineError, Mount, NetRequest, NetRule, QuotaKind, SandboxError, Usage};
+pub use skillbox_sandbox::stage::{Change, ChangeKind, ChangeSet, Kind as EntryKind};
 #[doc(inline)]
-pub use schema::ArgError;
-pub use skill::Effect;
-pub use skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, PolicyError};
+pub use skillbox_sandbox::{
+    EngineError, Mount, NetRequest, NetRule, QuotaKind, SandboxError, Usage,
+};
+pub use skillbox_skill::skill::Effect;
+pub use skillbox_skill::skill::policy::{
+    Ceilings, EnvGrant, LimitOverrides, NetGrant, PolicyError,
+};
 pub use tokio_util::sync::CancellationToken;
 
-/// The call path's and the server's internals the `skillbox` binary and its
-/// benchmarks reach into, each listed by name (the lower layers' own
-/// crates, `skillbox-sandbox`, `skillbox-skill` and `skillbox-distribute`,
-/// they use directly). **No stability promise**: anything
-/// here may change or go in any release. An embedder who needs something
-/// from here should ask for it in the stable API instead.
+/// The MCP server: skills and sandboxed tools to any agent, over stdio and
+/// Streamable HTTP. Build one with [`mcp::Server::builder`] over a
+/// [`Skillbox`].
+#[cfg(feature = "mcp")]
+pub mod mcp {
+    #[cfg(feature = "http")]
+    pub use skillbox_mcp::{
+        AddrError, BearerToken, DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_CONNECTIONS,
+        DEFAULT_MAX_SESSIONS, DEFAULT_MAX_STREAMS_PER_CLIENT, DEFAULT_SHUTDOWN_GRACE,
+        DocumentError, HttpOptions, OAuthOptions, OAuthStartError, OAuthVerifier,
+        STREAM_IDLE_TIMEOUT, TokenFileError, parse_addr,
+    };
+    pub use skillbox_mcp::{
+        DEFAULT_CATALOG_BUDGET, DEFAULT_CONFIRM_TIMEOUT, DEFAULT_MAX_TASKS, DEFAULT_OUTPUT_BUDGET,
+        DEFAULT_TASK_AFTER, DEFAULT_TASK_TTL, Server, ServerBuilder, ToolsMode,
+    };
+}
+
+/// The agent loop: a model, the host's skills and external MCP servers as
+/// tools, with budgets, approvals, memory, traces and replay. Build one
+/// with [`agent::Agent::builder`] over a [`Skillbox`] and a [`agent::Model`].
+#[cfg(feature = "agent")]
+pub mod agent {
+    pub use skillbox_agent::{
+        Agent, AgentBuilder, AgentError, Approver, DEFAULT_SUMMARY_TOKENS, McpConfig,
+        McpConfigError, Message, Model, ModelRequest, ModelResponse, Outcome, Provider,
+        ProviderError, Purpose, RetryPolicy, Run, Stop, TokenUsage, ToolCall, ToolDef, Trace,
+        memory, replay,
+    };
+}
+
+/// The parsers of untrusted bytes, as the fuzz targets in `fuzz/` call
+/// them. **No stability promise**: the crates below the facade
+/// (`skillbox-call`, `skillbox-mcp`, …) are what the binary and the
+/// benchmarks use; this is here only so `fuzz/` needs one dependency.
 #[allow(missing_docs)]
+#[doc(hidden)]
 pub mod unstable {
-    /// The parsers of untrusted bytes, as the fuzz targets in `fuzz/` call
-    /// them.
     pub mod fuzz {
         pub use crate::fuzz::*;
-    }
-
-    /// The call path's pieces the benchmarks measure.
-    pub mod call {
-        pub use crate::call::DryRun;
-        pub mod audit {
-            pub use crate::call::audit::Record;
-        }
-        pub mod metrics {
-            pub use crate::call::metrics::Metrics;
-        }
-        pub mod redact {
-            pub use crate::call::redact::Redactor;
-        }
-    }
-    /// The MCP server's tool definitions, as the catalog commands show them.
-    #[cfg(feature = "mcp")]
-    pub mod mcp {
-        pub use crate::mcp::host_tools::{definitions, skill_tool_definition};
     }
 }

@@ -11,7 +11,7 @@
 //!
 //! Docs for authors and users: `docs/distribution.md`.
 
-// Internal: reachable to the binary through `skillbox::unstable`.
+// Internal: used by the binary directly, with no stability promise.
 #![allow(missing_docs)]
 // stdout is the MCP channel when serving over stdio: the library never
 // writes to it.

@@ -13,7 +13,7 @@
 //!                         ─> classify what stopped it ─> JSON result or SandboxError
 //! ```
 
-// Internal: reachable to embedders only through `skillbox::unstable` and
+// Internal: reachable to embedders only through
 // the stable re-exports of `skillbox`.
 #![allow(missing_docs)]
 // stdout is the MCP channel when serving over stdio: the library never

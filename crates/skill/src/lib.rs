@@ -8,7 +8,7 @@
 //! the call path or the protocols above it. Its modules keep the paths the
 //! layers above name them by (`skill`, `runtime`, `author`).
 
-// Internal: reachable to embedders only through `skillbox::unstable` and
+// Internal: reachable to embedders only through
 // the stable re-exports of `skillbox`.
 #![allow(missing_docs)]
 // stdout is the MCP channel when serving over stdio: the library never

@@ -1,7 +1,7 @@
 //! From a component's WIT types to MCP tool schemas, and between JSON and
 //! component values.
 
-// Internal: reachable to embedders only through `skillbox::unstable`; the
+// Internal: reachable to embedders only through `skillbox`'s re-exports; the
 // stable types defined here carry their own `deny(missing_docs)`.
 #![allow(missing_docs)]
 

@@ -7,7 +7,7 @@
 //!                ──> tools/<name>.wasm
 //! ```
 
-// Internal: reachable to embedders only through `skillbox::unstable`; the
+// Internal: reachable to embedders only through `skillbox`'s re-exports; the
 // stable types defined here carry their own `deny(missing_docs)`.
 #![allow(missing_docs)]
 

@@ -7,7 +7,7 @@
 //!   ─> Catalog (precedence, diagnostics, name index)
 //! ```
 
-// Internal: reachable to embedders only through `skillbox::unstable`; the
+// Internal: reachable to embedders only through `skillbox`'s re-exports; the
 // stable types defined here carry their own `deny(missing_docs)`.
 #![allow(missing_docs)]
 

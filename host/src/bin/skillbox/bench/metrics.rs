@@ -3,8 +3,8 @@
 
 use std::time::{Duration, Instant};
 
-use skillbox::unstable::call::audit::Record;
-use skillbox::unstable::call::metrics::Metrics;
+use skillbox_call::audit::Record;
+use skillbox_call::metrics::Metrics;
 
 use super::Stats;
 

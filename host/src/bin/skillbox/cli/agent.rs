@@ -418,7 +418,7 @@ fn agent_error(e: AgentError) -> CliError {
 /// Writes the run's changes as a patch; without --dry-run they are then
 /// committed to the workspace, all together.
 async fn write_patch(
-    run: &skillbox::unstable::call::DryRun,
+    run: &skillbox_call::DryRun,
     file: &std::path::Path,
     dry_run: bool,
 ) -> Result<(), CliError> {

@@ -224,8 +224,8 @@ fn token_report(sources: &SourceFlags, budget: usize, as_json: bool) -> Result<E
     let mut per_skill = Vec::new();
     // What the server really sends: its host tools, and every skill tool
     // the model may use, serialized as in tools/list.
-    let host_tools = skillbox::unstable::mcp::definitions(&catalog, false, budget);
-    let unbudgeted = skillbox::unstable::mcp::definitions(&catalog, false, usize::MAX);
+    let host_tools = skillbox_mcp::host_tools::definitions(&catalog, false, budget);
+    let unbudgeted = skillbox_mcp::host_tools::definitions(&catalog, false, usize::MAX);
     let mut all_tools = host_tools.clone();
     for skill in catalog.skills() {
         let tier1 = if skill.model_invocable() {
@@ -246,7 +246,7 @@ fn token_report(sources: &SourceFlags, budget: usize, as_json: bool) -> Result<E
             all_tools.extend(
                 skill_tools
                     .iter()
-                    .map(skillbox::unstable::mcp::skill_tool_definition),
+                    .map(skillbox_mcp::host_tools::skill_tool_definition),
             );
         }
         let body = tokens::count(&skill.body);
