@@ -6,17 +6,23 @@ own folder comes first on sys.path, then the skill's root (for
 prepared pure-Python requirements for the skill. The working folder is
 /workspace when one is granted, else /tmp.
 
+`python -c CODE [ARGS...]` runs code a model wrote (`run_code`): the
+skill's root comes first on sys.path when a skill's folder is mounted, so
+its helper modules import as its instructions show, then /packages.
+
 When a script fails for a reason the sandbox decides (a module it cannot
 have, a process, a thread, a socket, a path outside its mounts), a line
 starting with `skillbox:` after the traceback says why and what to do.
 """
 
 import io
+import linecache
 import os
 import runpy
 import stat
 import sys
 import traceback
+import types
 
 import stdlib_bundle
 
@@ -319,6 +325,21 @@ def _run_script(args):
     runpy.run_path(script, run_name="__main__")
 
 
+# The file name tracebacks give code run with `-c`; its lines are kept in
+# linecache so a traceback shows them.
+_CODE_NAME = "<code>"
+
+
+def _run_code(code, args):
+    sys.argv = ["-c"] + list(args)
+    sys.path[:0] = ([SKILL] if _isdir(SKILL) else []) + ([PACKAGES] if _isdir(PACKAGES) else [])
+    os._exit = _os_exit
+    linecache.cache[_CODE_NAME] = (len(code), None, code.splitlines(True), _CODE_NAME)
+    main = types.ModuleType("__main__")
+    sys.modules["__main__"] = main
+    exec(compile(code, _CODE_NAME, "exec"), main.__dict__)
+
+
 class Run(exports.Run):
     def run(self) -> None:
         _stdio()
@@ -330,12 +351,15 @@ class Run(exports.Run):
         sys.path_importer_cache.clear()
         sys.dont_write_bytecode = True
         os.chdir(WORKSPACE if os.path.isdir(WORKSPACE) else SCRATCH)
-        if len(argv) < 2:
-            print("usage: python SCRIPT [ARGS...]", file=sys.stderr)
+        if len(argv) < 2 or (argv[1] == "-c" and len(argv) < 3):
+            print("usage: python SCRIPT [ARGS...] | python -c CODE [ARGS...]", file=sys.stderr)
             raise Err(None)
         code = 0
         try:
-            _run_script(argv[1:])
+            if argv[1] == "-c":
+                _run_code(argv[2], argv[3:])
+            else:
+                _run_script(argv[1:])
         except SystemExit as error:
             code = _exit_code(error)
         except BaseException as error:

@@ -27,6 +27,7 @@ mod ops;
 mod python_scripts;
 mod red_team;
 mod red_team_surfaces;
+mod run_code;
 mod sandbox_fs;
 mod sandbox_limits;
 mod skills_catalog;

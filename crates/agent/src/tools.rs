@@ -378,7 +378,12 @@ fn to_hub_tool(tool: &Tool, server: usize, prefix: Option<&str>) -> HubTool {
         Some(p) => format!("{p}__{}", tool.name),
     };
     let annotations = tool.annotations.as_ref();
-    let class = if tool.name == skillbox_mcp::host_tools::RUN_SCRIPT && prefix.is_none() {
+    let runs_code = [
+        skillbox_mcp::host_tools::RUN_SCRIPT,
+        skillbox_mcp::host_tools::RUN_CODE,
+    ]
+    .contains(&tool.name.as_ref());
+    let class = if runs_code && prefix.is_none() {
         SideEffect::Script
     } else if annotations.and_then(|a| a.read_only_hint) == Some(true) {
         SideEffect::Read

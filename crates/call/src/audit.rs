@@ -31,6 +31,12 @@ pub struct Record {
     pub skill_signer: Option<String>,
     pub grants: Option<String>,
     pub argument_bytes: usize,
+    /// Code run with `run_code`: its SHA-256 (`sha256:<hex>`) and size.
+    /// Like a call's arguments, the code itself is not kept.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code_digest: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code_bytes: Option<usize>,
     /// `ok`; `nonzero_exit` for a script that ran and exited with a code
     /// other than 0 (an uncaught exception is 1); or the error's code
     /// (`timeout`, `invalid_arguments`, …).

@@ -19,7 +19,7 @@ use super::held::Held;
 use super::host::Host;
 use super::pipeline::{Authorized, Call, Held as HeldChanges};
 use super::request::{
-    Access, CallReply, Caller, SCRIPT_LABEL, Target, WorkspaceChanges, WorkspaceStatus,
+    Access, CODE_LABEL, CallReply, Caller, SCRIPT_LABEL, Target, WorkspaceChanges, WorkspaceStatus,
 };
 use crate::sandbox::stage::ChangeSet;
 use crate::sandbox::{PendingChanges, SideEffect};
@@ -227,7 +227,9 @@ impl Host {
             return true;
         }
         let class = match target {
-            Target::Script { .. } | Target::ComponentScript { .. } => SideEffect::Script,
+            Target::Script { .. } | Target::ComponentScript { .. } | Target::Code { .. } => {
+                SideEffect::Script
+            }
             Target::Tool { name, .. } => {
                 let Some((skill, _)) = split_tool_name(name) else {
                     return false;
@@ -286,6 +288,18 @@ impl Host {
             } => (
                 format!("{SCRIPT_LABEL} {skill}/{script}"),
                 json!({"args": args, "stdin": String::from_utf8_lossy(stdin)}),
+            ),
+            Target::Code {
+                skill,
+                code,
+                args,
+                stdin,
+            } => (
+                match skill {
+                    Some(skill) => format!("{CODE_LABEL} as {skill}'s code"),
+                    None => CODE_LABEL.to_string(),
+                },
+                json!({"code": code, "args": args, "stdin": String::from_utf8_lossy(stdin)}),
             ),
         };
         Question::new(

@@ -44,6 +44,13 @@ pub enum CallError {
         /// Why, and what to do instead.
         why: String,
     },
+    #[error("the code cannot run: {why}")]
+    /// `run_code` was given code it cannot run: more than it takes, or no
+    /// Python runtime is installed.
+    CannotRunCode {
+        /// Why, and what to do instead.
+        why: String,
+    },
     #[error("skill `{skill}` has no script `{script}`; its scripts: {available}")]
     /// The skill has no script of that name.
     NoSuchScript {
@@ -142,7 +149,7 @@ impl CallError {
             CallError::Declined { .. } => "declined",
             CallError::Moved { .. } => "moved",
             CallError::Unavailable { .. } => "unavailable",
-            CallError::CannotRun { .. } => "unsupported",
+            CallError::CannotRun { .. } | CallError::CannotRunCode { .. } => "unsupported",
             CallError::Sandbox { error, .. } => error.code(),
         }
     }

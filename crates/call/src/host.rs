@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::audit::{AuditLog, Record, now_rfc3339};
 use super::metrics::Metrics;
+use super::request::Target;
 use super::slots::{CallSlots, Slot};
 use super::trace::TraceContext;
 use crate::sandbox::{PendingComponent, Sandbox, SandboxError};
@@ -72,6 +73,8 @@ pub(crate) struct CallRecord<'a> {
     pub grants: Option<String>,
     /// Size of the call's arguments as JSON text.
     pub argument_bytes: usize,
+    /// Code run with `run_code`: its digest and size.
+    pub code: Option<&'a CodeSeen>,
     pub idempotency_key: Option<String>,
     /// The distributed trace the call arrived in, if the client sent one.
     pub trace: Option<TraceContext>,
@@ -80,6 +83,27 @@ pub(crate) struct CallRecord<'a> {
     pub tool_resolved: bool,
     /// A script's exit code, once it has run.
     pub exit_code: Option<i32>,
+}
+
+/// What the audit keeps of code run with `run_code`.
+#[derive(Debug, Clone)]
+pub(crate) struct CodeSeen {
+    /// `sha256:<hex>` of the code's UTF-8 bytes.
+    pub digest: String,
+    pub bytes: usize,
+}
+
+impl CodeSeen {
+    /// The code `target` runs, if it is a `run_code` target.
+    pub(crate) fn of(target: &Target) -> Option<Self> {
+        match target {
+            Target::Code { code, .. } => Some(CodeSeen {
+                digest: crate::digest::sha256(code.as_bytes()),
+                bytes: code.len(),
+            }),
+            _ => None,
+        }
+    }
 }
 
 impl Host {
@@ -373,6 +397,8 @@ impl Host {
             skill_signer: provenance.map(|p| p.signer_label().to_string()),
             grants: call.grants.clone(),
             argument_bytes: call.argument_bytes,
+            code_digest: call.code.map(|c| c.digest.clone()),
+            code_bytes: call.code.map(|c| c.bytes),
             outcome: outcome.to_string(),
             exit_code: call.exit_code,
             duration_ms: started.elapsed().as_secs_f64() * 1000.0,
@@ -407,6 +433,7 @@ impl Host {
             component: None,
             grants: None,
             argument_bytes,
+            code: None,
             idempotency_key: caller.idempotency_key.clone(),
             trace: caller.trace.clone(),
             tool_resolved: true,

@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 use super::audit::WorkspaceRecord;
 use super::confirm::Question;
 use super::error::CallError;
-use super::host::{CallRecord, Host, json_size};
+use super::host::{CallRecord, CodeSeen, Host, json_size};
 use super::prepare::{Prepared, Runs};
 use super::redact::Redactor;
 use super::request::{CallReply, Caller, Outcome, Target, WorkspaceChanges, WorkspaceStatus};
@@ -44,6 +44,7 @@ pub(super) struct Call<'a> {
     /// The audit log's tool name: the tool, or `run_script`.
     pub label: String,
     pub argument_bytes: usize,
+    pub code: Option<CodeSeen>,
     pub prepared: Prepared,
     pub grants: Grants,
     pub limits: Limits,
@@ -68,6 +69,7 @@ impl Call<'_> {
             )),
             grants: Some(self.grants.summary()),
             argument_bytes: self.argument_bytes,
+            code: self.code.as_ref(),
             idempotency_key: self.caller.idempotency_key.clone(),
             trace: self.caller.trace.clone(),
             tool_resolved: true,
@@ -218,7 +220,14 @@ impl Host {
             Target::ComponentScript { args, stdin, .. } => {
                 json_size(&json!({"args": args})) + stdin.len()
             }
+            Target::Code {
+                skill,
+                code,
+                args,
+                stdin,
+            } => json_size(&json!({"skill": skill, "code": code, "args": args})) + stdin.len(),
         };
+        let code = CodeSeen::of(target);
         let prepared = match self.prepare(caller, target).await {
             Ok(prepared) => prepared,
             Err(e) => {
@@ -230,6 +239,7 @@ impl Host {
                     component: None,
                     grants: None,
                     argument_bytes,
+                    code: code.as_ref(),
                     idempotency_key: caller.idempotency_key.clone(),
                     trace: caller.trace.clone(),
                     tool_resolved: false,
@@ -265,6 +275,7 @@ impl Host {
             started,
             label,
             argument_bytes,
+            code,
             prepared,
             grants: resolved.grants,
             limits,
@@ -314,11 +325,18 @@ impl Host {
                 argv: match &prepared.runs {
                     Runs::Python { script } => python::argv(script, args),
                     Runs::Component => std::iter::once(script).chain(args).collect(),
+                    Runs::PythonCode => unreachable!("only a run_code target prepares code"),
                 },
                 stdin,
             },
             Target::ComponentScript { path, args, stdin } => Entry::Command {
                 argv: std::iter::once(program_name(&path)).chain(args).collect(),
+                stdin,
+            },
+            Target::Code {
+                code, args, stdin, ..
+            } => Entry::Command {
+                argv: python::code_argv(code, args),
                 stdin,
             },
         };

@@ -35,6 +35,8 @@ pub(super) enum Runs {
     Python {
         script: String,
     },
+    /// The Python runtime, on code given with the call (`run_code`).
+    PythonCode,
 }
 
 impl Host {
@@ -42,11 +44,16 @@ impl Host {
     pub(super) fn grants_of(&self, prepared: &Prepared) -> policy::Resolved {
         let Some(skill) = &prepared.skill else {
             let mut resolved = policy::bare_grants(&self.options.policy);
+            if prepared.runs == Runs::PythonCode {
+                // Code of no skill is the model's own: no network, whatever
+                // the user granted the components they name.
+                resolved.grants.network.clear();
+            }
             self.read_only_workspace(&mut resolved);
             return resolved;
         };
         let mut resolved = policy::grants(skill, &self.options.policy, prepared.effect);
-        if matches!(prepared.runs, Runs::Python { .. }) {
+        if matches!(prepared.runs, Runs::Python { .. } | Runs::PythonCode) {
             resolved.grants.packages = python::prepared_site(&skill.dir);
         }
         self.read_only_workspace(&mut resolved);
@@ -87,7 +94,10 @@ impl Host {
                     .prepare_component(caller, path, SideEffect::Script)
                     .await;
             }
-            Target::Tool { .. } | Target::Script { .. } => {}
+            Target::Code {
+                skill: None, code, ..
+            } => return self.prepare_code(None, code).await,
+            Target::Tool { .. } | Target::Script { .. } | Target::Code { .. } => {}
         }
         let catalog = self.catalog();
         let skill_name = target.skill();
@@ -176,6 +186,7 @@ impl Host {
             Target::ComponentTool { .. } | Target::ComponentScript { .. } => {
                 unreachable!("component files are prepared above")
             }
+            Target::Code { code, .. } => self.prepare_code(Some(skill), code).await,
             Target::Script { script, .. } => {
                 if self.options.read_only {
                     return Err(CallError::ReadOnly {
@@ -287,32 +298,11 @@ impl Host {
         match runtime::kind_of(&rel) {
             ScriptKind::Unsupported(language) => Err(cannot(language.reason(&rel))),
             ScriptKind::Python => {
-                let Some(path) = python::runtime_path() else {
-                    return Err(cannot(
-                        "Python scripts run in skillbox's Python runtime, which is not \
-                         installed here. The user can install it with scripts/install (or \
-                         scripts/build-runtimes in a source checkout), or name the file with \
-                         SKILLBOX_PYTHON_RUNTIME."
-                            .into(),
-                    ));
-                };
-                let sandbox = self.sandbox.clone();
-                let loaded = tokio::task::spawn_blocking(move || sandbox.load_file(&path))
-                    .await
-                    .map_err(|_| SandboxError::Host("the loader stopped".into()))?
-                    .map_err(|_| {
-                        cannot(
-                            "skillbox's Python runtime is installed but could not be loaded \
-                             (it is damaged, or not a runtime of this version). The user can \
-                             install it again with scripts/install (scripts/build-runtimes in a \
-                             source checkout)."
-                                .into(),
-                        )
-                    })?;
+                let component = self.python_runtime().await.map_err(cannot)?;
                 Ok(Some(Prepared {
                     skill: Some(skill.clone()),
                     tool: None,
-                    component: Arc::new(PendingComponent::ready(loaded)),
+                    component,
                     component_path: rel.clone(),
                     effect: None,
                     class: SideEffect::Script,
@@ -322,6 +312,71 @@ impl Host {
         }
     }
 }
+
+impl Host {
+    /// Code to run with `run_code`: as `skill`'s own code, or the host's.
+    async fn prepare_code(
+        self: &Arc<Self>,
+        skill: Option<Arc<Skill>>,
+        code: &str,
+    ) -> Result<Prepared, CallError> {
+        if code.len() > MAX_CODE_BYTES {
+            return Err(CallError::CannotRunCode {
+                why: format!(
+                    "it is {} bytes, and run_code takes at most {} KiB. Write a long program \
+                     to a file in the workspace in smaller parts, or ship it as a script of a \
+                     skill.",
+                    code.len(),
+                    MAX_CODE_BYTES / 1024
+                ),
+            });
+        }
+        let component = self
+            .python_runtime()
+            .await
+            .map_err(|why| CallError::CannotRunCode { why })?;
+        Ok(Prepared {
+            skill,
+            tool: None,
+            component,
+            component_path: CODE_PATH.to_string(),
+            effect: None,
+            class: SideEffect::Script,
+            runs: Runs::PythonCode,
+        })
+    }
+
+    /// The Python runtime, loaded; or why it cannot run, for a model and a
+    /// person.
+    async fn python_runtime(&self) -> Result<Arc<PendingComponent>, String> {
+        let Some(path) = python::runtime_path() else {
+            return Err(
+                "Python runs in skillbox's Python runtime, which is not installed here. \
+                 The user can install it with scripts/install (or scripts/build-runtimes in a \
+                 source checkout), or name the file with SKILLBOX_PYTHON_RUNTIME."
+                    .into(),
+            );
+        };
+        let sandbox = self.sandbox.clone();
+        let loaded = tokio::task::spawn_blocking(move || sandbox.load_file(&path))
+            .await
+            .map_err(|_| "the loader stopped".to_string())?
+            .map_err(|_| {
+                "skillbox's Python runtime is installed but could not be loaded (it is \
+                 damaged, or not a runtime of this version). The user can install it again \
+                 with scripts/install (scripts/build-runtimes in a source checkout)."
+                    .to_string()
+            })?;
+        Ok(Arc::new(PendingComponent::ready(loaded)))
+    }
+}
+
+/// The most code `run_code` takes: far more than a model writes in one
+/// call, far less than would make its argv a burden.
+pub(super) const MAX_CODE_BYTES: usize = 256 * 1024;
+
+/// The component path the audit names for code runs.
+const CODE_PATH: &str = "<code>";
 
 /// Script names for an error: `a, b`, or `none`.
 fn listed(names: &[String]) -> String {

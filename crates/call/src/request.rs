@@ -14,6 +14,8 @@ use crate::skill::tools::{SkillTool, split_tool_name};
 
 /// The audit log's tool name for script runs.
 pub(super) const SCRIPT_LABEL: &str = "run_script";
+/// The audit log's tool name for code runs.
+pub(super) const CODE_LABEL: &str = "run_code";
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -24,6 +26,16 @@ pub enum Target {
     Script {
         skill: String,
         script: String,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+    },
+    /// Python code a model or the user wrote (`run_code`), with argv and
+    /// stdin: as `skill`'s own code (its folder, packages, grants and
+    /// limits), or, without one, with the host's own grants and no
+    /// network.
+    Code {
+        skill: Option<String>,
+        code: String,
         args: Vec<String>,
         stdin: Vec<u8>,
     },
@@ -221,16 +233,19 @@ impl Target {
         match self {
             Target::Tool { name, .. } => split_tool_name(name).map_or("", |(skill, _)| skill),
             Target::Script { skill, .. } => skill,
+            Target::Code { skill, .. } => skill.as_deref().unwrap_or_default(),
             Target::ComponentTool { .. } | Target::ComponentScript { .. } => "",
         }
     }
 
-    /// The audit log's tool name: the tool or function, or `run_script`.
+    /// The audit log's tool name: the tool or function, `run_script` or
+    /// `run_code`.
     pub fn label(&self) -> &str {
         match self {
             Target::Tool { name, .. } => name,
             Target::ComponentTool { function, .. } => function,
             Target::Script { .. } | Target::ComponentScript { .. } => SCRIPT_LABEL,
+            Target::Code { .. } => CODE_LABEL,
         }
     }
 }

@@ -268,3 +268,45 @@ async fn a_call_is_known_never_to_ask_only_from_what_the_host_already_knows() {
         "scripts are confirmed under `write`"
     );
 }
+
+/// Code a model runs with `run_code` and no skill is its own: whatever
+/// network the user granted skills (or the component files they name) is
+/// not its to use.
+#[tokio::test]
+async fn code_of_no_skill_gets_no_network_whatever_the_user_granted() {
+    use super::prepare::{Prepared, Runs};
+    use crate::sandbox::{PendingComponent, SideEffect};
+
+    let root = tempfile::tempdir().unwrap();
+    skill(root.path());
+    let mut host = host(root.path());
+    Arc::get_mut(&mut host).unwrap().options.policy.allow_net =
+        vec!["counter:127.0.0.1:8080".parse().unwrap()];
+    let loaded = host
+        .sandbox
+        .load_file(&root.path().join("counter/tools/bump.wasm"))
+        .unwrap();
+    let prepared = |runs| Prepared {
+        skill: None,
+        tool: None,
+        component: Arc::new(PendingComponent::ready(loaded.clone())),
+        component_path: "<code>".into(),
+        effect: None,
+        class: SideEffect::Script,
+        runs,
+    };
+    assert!(
+        host.grants_of(&prepared(Runs::PythonCode))
+            .grants
+            .network
+            .is_empty()
+    );
+    // A component file the user names keeps what the user granted.
+    assert_eq!(
+        host.grants_of(&prepared(Runs::Component))
+            .grants
+            .network
+            .len(),
+        1
+    );
+}

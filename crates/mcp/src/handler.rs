@@ -25,7 +25,7 @@ const INSTRUCTIONS: &str = "skillbox serves Agent Skills whose tools run in a We
 1. Read load_skill's description: it lists every skill and when to use it.\n\
 2. Before a task a skill covers, call load_skill {\"name\": …} and follow the steps it returns.\n\
 3. Call the skill's tools (named <skill>__<function>); they appear in the tool list once loaded.\n\
-4. read_skill_file reads a skill's references; run_script runs a script a skill ships.\n\
+4. read_skill_file reads a skill's references; run_script runs a script a skill ships;\n   run_code runs Python a skill's steps show (give its skill), in the same sandbox.\n\
 Tools see the user's workspace only if the user granted it; errors say what to change.";
 
 /// The same guidance for the stateless 2026-07-28 revision, where the tool
@@ -34,7 +34,7 @@ const INSTRUCTIONS_STATELESS: &str = "skillbox serves Agent Skills whose tools r
 1. Read load_skill's description: it lists every skill and when to use it (the Skills extension lists them too).\n\
 2. Before a task a skill covers, call load_skill {\"name\": …} and follow the steps it returns.\n\
 3. Call the skill's tools (named <skill>__<function>); every skill's tools are already in the tool list.\n\
-4. read_skill_file reads a skill's references; run_script runs a script a skill ships.\n\
+4. read_skill_file reads a skill's references; run_script runs a script a skill ships;\n   run_code runs Python a skill's steps show (give its skill), in the same sandbox.\n\
 Tools see the user's workspace only if the user granted it; errors say what to change.";
 
 /// How long a client may cache a list on the stateless revision: about the

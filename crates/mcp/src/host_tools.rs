@@ -1,5 +1,5 @@
-//! The tools skillbox itself serves: `load_skill`, `read_skill_file` and
-//! `run_script`.
+//! The tools skillbox itself serves: `load_skill`, `find_skills`,
+//! `read_skill_file`, `run_script` and `run_code`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -18,6 +18,7 @@ use skillbox_call::Target;
 pub const LOAD_SKILL: &str = "load_skill";
 pub(crate) const READ_SKILL_FILE: &str = "read_skill_file";
 pub const RUN_SCRIPT: &str = "run_script";
+pub const RUN_CODE: &str = "run_code";
 
 /// Longest description shown per skill in the catalog, to keep it cheap.
 /// Files larger than this are not read by `read_skill_file`.
@@ -47,7 +48,7 @@ fn read_only() -> ToolAnnotations {
 
 /// The host tools, with `load_skill`'s description as the resident
 /// catalog within `budget` tokens. A read-only server does not offer
-/// `run_script`.
+/// `run_script`; it offers `run_code`, whose workspace it keeps read-only.
 pub fn definitions(catalog: &Catalog, read_only: bool, budget: usize) -> Vec<Tool> {
     let mut tools = all_definitions(catalog, budget);
     if read_only {
@@ -144,14 +145,40 @@ fn all_definitions(catalog: &Catalog, budget: usize) -> Vec<Tool> {
                 "additionalProperties": false
             })),
         )
-        .with_annotations(
-            ToolAnnotations::new()
-                .read_only(false)
-                .destructive(false)
-                .idempotent(false)
-                .open_world(false),
-        ),
+        .with_annotations(runs_code()),
+        Tool::new(
+            RUN_CODE,
+            "Run Python code in the sandbox, as `python -c` would; returns its exit code, stdout \
+             and stderr. Use when a loaded skill's steps show code to run: give `skill`, and the \
+             code runs as that skill's (its folder at /skill and first on sys.path, so its \
+             helper modules import; its packages and grants). Without `skill`, the code gets the \
+             workspace only: no network, no packages beyond the standard library. The workspace \
+             is the working folder (/workspace), /tmp is scratch; there is no shell and no \
+             processes.",
+            schema(json!({
+                "type": "object",
+                "properties": {
+                    "code": {"type": "string", "description": "The Python source to run."},
+                    "skill": {"type": "string", "description": "Run as this loaded skill's code (optional)."},
+                    "language": {"type": "string", "description": "The code's language: python (the default and, for now, the only one)."},
+                    "args": {"type": "array", "items": {"type": "string"}, "description": "sys.argv[1:] (default none)."},
+                    "stdin": {"type": "string", "description": "Text given on standard input (default empty)."}
+                },
+                "required": ["code"],
+                "additionalProperties": false
+            })),
+        )
+        .with_annotations(runs_code()),
     ]
+}
+
+/// Scripts and code may write the workspace they are granted.
+fn runs_code() -> ToolAnnotations {
+    ToolAnnotations::new()
+        .read_only(false)
+        .destructive(false)
+        .idempotent(false)
+        .open_world(false)
 }
 
 /// A skill tool as an MCP tool.
@@ -322,7 +349,14 @@ pub(crate) async fn load_skill(
             text.push_str(&format!("- {r}\n"));
         }
     }
-    let notes = grant_and_limit_notes(&skill, &host.options.policy);
+    let mut notes = grant_and_limit_notes(&skill, &host.options.policy);
+    if has_python_blocks(instructions) {
+        notes.push(format!(
+            "The Python code in these steps runs with run_code {{\"skill\": \"{name}\", \"code\": \
+             …}}: in the sandbox, as this skill's code, so its own modules import as the steps \
+             show."
+        ));
+    }
     if !notes.is_empty() {
         text.push_str("\n## Host notes\n");
         for note in &notes {
@@ -344,6 +378,20 @@ pub(crate) async fn load_skill(
         }),
     );
     Ok((skill, result))
+}
+
+/// Whether a skill's steps show Python code blocks for the model to run.
+fn has_python_blocks(body: &str) -> bool {
+    body.lines().any(|line| {
+        let fence = line.trim_start();
+        fence
+            .strip_prefix("```")
+            .or_else(|| fence.strip_prefix("~~~"))
+            .is_some_and(|info| {
+                let language = info.split_whitespace().next().unwrap_or_default();
+                matches!(language, "python" | "python3" | "py")
+            })
+    })
 }
 
 /// How the model runs a Python script the skill ships.
@@ -495,18 +543,7 @@ fn line_window(text: &str, path: &str, start: usize, max: usize, budget: usize) 
 /// that says what is wrong with them.
 pub(crate) fn script_target(args: &Map<String, Value>) -> Result<Target, CallToolResult> {
     let skill = string_arg(args, "skill")?.to_string();
-    let invalid_args = || {
-        results::error("invalid arguments: `args` must be an array of strings. Nothing was run.")
-    };
-    let argv_tail: Vec<String> = match args.get("args") {
-        None | Some(Value::Null) => Vec::new(),
-        Some(Value::Array(items)) => items
-            .iter()
-            .map(|v| v.as_str().map(String::from))
-            .collect::<Option<_>>()
-            .ok_or_else(invalid_args)?,
-        Some(_) => return Err(invalid_args()),
-    };
+    let argv_tail = argv_tail(args)?;
     let (script, argv_tail) = match (args.get("script"), args.get("command")) {
         (Some(_), Some(_)) => {
             return Err(results::error(
@@ -532,18 +569,64 @@ pub(crate) fn script_target(args: &Map<String, Value>) -> Result<Target, CallToo
         }
         _ => (string_arg(args, "script")?.to_string(), argv_tail),
     };
-    let stdin = args
-        .get("stdin")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .as_bytes()
-        .to_vec();
     Ok(Target::Script {
         skill,
         script,
         args: argv_tail,
-        stdin,
+        stdin: stdin_of(args),
     })
+}
+
+/// `run_code`'s arguments as a call target. A language other than Python
+/// is refused here, with what to do instead.
+pub(crate) fn code_target(args: &Map<String, Value>) -> Result<Target, CallToolResult> {
+    let code = string_arg(args, "code")?.to_string();
+    let skill = match args.get("skill") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(string_arg(args, "skill")?.to_string()),
+    };
+    if let Some(language) = args.get("language").filter(|v| !v.is_null()) {
+        let language = language.as_str().ok_or_else(|| {
+            results::error("invalid arguments: `language` must be a string. Nothing was run.")
+        })?;
+        if let crate::runtime::ScriptKind::Unsupported(kind) = crate::runtime::code_kind(language) {
+            return Err(results::error(format!(
+                "{} Nothing was run.",
+                kind.code_reason(language)
+            )));
+        }
+    }
+    Ok(Target::Code {
+        skill,
+        code,
+        args: argv_tail(args)?,
+        stdin: stdin_of(args),
+    })
+}
+
+/// A run's `args`: an array of strings, or none.
+fn argv_tail(args: &Map<String, Value>) -> Result<Vec<String>, CallToolResult> {
+    let invalid_args = || {
+        results::error("invalid arguments: `args` must be an array of strings. Nothing was run.")
+    };
+    match args.get("args") {
+        None | Some(Value::Null) => Ok(Vec::new()),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|v| v.as_str().map(String::from))
+            .collect::<Option<_>>()
+            .ok_or_else(invalid_args),
+        Some(_) => Err(invalid_args()),
+    }
+}
+
+/// A run's `stdin` text as bytes (empty when absent).
+fn stdin_of(args: &Map<String, Value>) -> Vec<u8> {
+    args.get("stdin")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .as_bytes()
+        .to_vec()
 }
 
 /// A finished script run as the model reads it: exit code, then stdout and

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::calls::{ProgressSink, client_name, idempotency_key, trace_context};
 use super::confirm::ClientAsker;
-use super::host_tools::{self, LOAD_SKILL, READ_SKILL_FILE, RUN_SCRIPT, with_notes};
+use super::host_tools::{self, LOAD_SKILL, READ_SKILL_FILE, RUN_CODE, RUN_SCRIPT, with_notes};
 use super::server::{Shared, ToolsMode};
 use super::{prompts, results};
 use crate::skill::Skill;
@@ -197,6 +197,9 @@ impl Session {
         caller.asker = Some(Asker(asker.clone()));
         let label = match &target {
             Target::Script { skill, script, .. } => format!("{RUN_SCRIPT} {skill}/{script}"),
+            Target::Code {
+                skill: Some(skill), ..
+            } => format!("{RUN_CODE} {skill}"),
             other => other.label().to_string(),
         };
         let host = self.server.host.clone();
@@ -358,6 +361,10 @@ impl Session {
                     .await
             }
             RUN_SCRIPT => match host_tools::script_target(&args) {
+                Ok(target) => return self.execute(target, &request, context).await,
+                Err(result) => result,
+            },
+            RUN_CODE => match host_tools::code_target(&args) {
                 Ok(target) => return self.execute(target, &request, context).await,
                 Err(result) => result,
             },

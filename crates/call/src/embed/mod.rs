@@ -286,6 +286,28 @@ impl Skillbox {
         self.call_for_script(target, cancel).await
     }
 
+    /// Runs Python `code` (as `python -c` would) with arguments and stdin
+    /// in a fresh sandbox: as `skill`'s own code (its folder at `/skill`
+    /// and first on `sys.path`, its prepared packages, its grants and
+    /// limits), or, with no skill, with the builder's workspace and
+    /// environment grants and no network.
+    pub async fn run_code(
+        &self,
+        skill: Option<&str>,
+        code: &str,
+        args: Vec<String>,
+        stdin: Vec<u8>,
+        cancel: &CancellationToken,
+    ) -> Result<ScriptOutput, CallError> {
+        let target = Target::Code {
+            skill: skill.map(str::to_string),
+            code: code.to_string(),
+            args,
+            stdin,
+        };
+        self.call_for_script(target, cancel).await
+    }
+
     /// Calls `function` of the component file at `path`, as a one-tool
     /// skill of its own: the builder's workspace, environment and network
     /// grants, the limits of its class (a write when the workspace is

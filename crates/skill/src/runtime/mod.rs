@@ -48,6 +48,37 @@ impl Unsupported {
     }
 }
 
+impl Unsupported {
+    /// Why `run_code` cannot run code in `language`, and what to do
+    /// instead.
+    pub fn code_reason(self, language: &str) -> String {
+        match self {
+            Unsupported::Shell => format!(
+                "`{language}` code needs a shell, and the sandbox has no shell and runs no \
+                 processes yet. Write the steps in Python (run_code's language `python`, the \
+                 default), or use the skill's tools and scripts."
+            ),
+            Unsupported::JavaScript | Unsupported::Other => format!(
+                "run_code runs Python, not `{language}`. Write the steps in Python (language \
+                 `python`, the default)."
+            ),
+        }
+    }
+}
+
+/// The kind of code `run_code` is given in `language` (`python` when the
+/// caller names none).
+pub fn code_kind(language: &str) -> ScriptKind {
+    match language.to_ascii_lowercase().as_str() {
+        "python" | "python3" | "py" => ScriptKind::Python,
+        "sh" | "bash" | "shell" | "zsh" => ScriptKind::Unsupported(Unsupported::Shell),
+        "javascript" | "js" | "node" | "typescript" | "ts" => {
+            ScriptKind::Unsupported(Unsupported::JavaScript)
+        }
+        _ => ScriptKind::Unsupported(Unsupported::Other),
+    }
+}
+
 /// The kind of a script path that is not a manifest-listed component.
 pub fn kind_of(path: &str) -> ScriptKind {
     let extension = path

@@ -28,6 +28,14 @@ pub fn argv(script: &str, args: Vec<String>) -> Vec<String> {
     argv
 }
 
+/// The runtime's argv for `code` given with the call (`run_code`), as
+/// `python -c CODE ARGS` runs it.
+pub fn code_argv(code: String, args: Vec<String>) -> Vec<String> {
+    let mut argv = vec!["python".to_string(), "-c".to_string(), code];
+    argv.extend(args);
+    argv
+}
+
 /// Where `skillbox prepare` puts the packages of the skill in `skill_dir`:
 /// in the user's data folder, not the cache, because they cannot be made
 /// again without a network. One folder per skill folder.

@@ -65,6 +65,8 @@ fn record(tool: &str) -> Record {
         skill_signer: None,
         grants: None,
         argument_bytes: 2,
+        code_digest: None,
+        code_bytes: None,
         exit_code: None,
         outcome: "ok".into(),
         duration_ms: 0.4,

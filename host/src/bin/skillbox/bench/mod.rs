@@ -390,6 +390,15 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                 .target("≤ 50 ms", s.python_run.median <= Duration::from_millis(50)),
             Row::timed("Rust command component run, warm", &s.rust_run),
             Row::figure("Python script / Rust command run", format!("{ratio:.1}x")),
+            Row::timed(
+                "Python script print(1), warm (call path)",
+                &s.smallest_script,
+            ),
+            Row::timed("run_code print(1), warm (call path)", &s.smallest_code).target(
+                "≤ 1.1x script print(1)",
+                s.smallest_code.median.as_secs_f64()
+                    <= 1.1 * s.smallest_script.median.as_secs_f64(),
+            ),
         ]);
     }
     if args.json {

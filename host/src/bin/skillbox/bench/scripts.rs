@@ -22,6 +22,10 @@ pub(super) struct ScriptFigures {
     pub python_run: Stats,
     /// A warm run of a Rust command component with the same job size.
     pub rust_run: Stats,
+    /// A warm run of the smallest script, `print(1)`.
+    pub smallest_script: Stats,
+    /// The same `print(1)` through `run_code`, as the skill's code.
+    pub smallest_code: Stats,
 }
 
 const SCRIPT: &str = "import argparse, json, pathlib, re, sys\n\
@@ -29,6 +33,9 @@ p = argparse.ArgumentParser()\n\
 p.add_argument('words', nargs='*')\n\
 a = p.parse_args()\n\
 print(json.dumps({'n': len(a.words), 'ok': bool(re.match('a', 'abc'))}))\n";
+
+/// The smallest script, run both as a file of the skill and as code.
+const SMALLEST: &str = "print(1)\n";
 
 /// A skills folder with one skill holding the Python script and the Rust
 /// command component.
@@ -41,6 +48,7 @@ fn skills(rust_command: &Path) -> anyhow::Result<tempfile::TempDir> {
         "---\nname: bench-scripts\ndescription: Scripts for the benchmark; use for nothing else.\n---\nRun them.\n",
     )?;
     std::fs::write(skill.join("scripts/words.py"), SCRIPT)?;
+    std::fs::write(skill.join("scripts/one.py"), SMALLEST)?;
     std::fs::copy(rust_command, skill.join("scripts/check.wasm"))?;
     std::fs::write(
         skill.join("skillbox.yaml"),
@@ -66,6 +74,28 @@ async fn run_n(skillbox: &Skillbox, script: &str, iterations: usize) -> anyhow::
         samples.push(start.elapsed());
         if script.ends_with(".py") && out.exit_code != 0 {
             bail!("{script} exited {}: {}", out.exit_code, out.stderr);
+        }
+    }
+    Ok(Stats::of(samples))
+}
+
+async fn run_code_n(skillbox: &Skillbox, iterations: usize) -> anyhow::Result<Stats> {
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let start = Instant::now();
+        let out = skillbox
+            .run_code(
+                Some("bench-scripts"),
+                SMALLEST,
+                Vec::new(),
+                Vec::new(),
+                &CancellationToken::new(),
+            )
+            .await
+            .context("running code")?;
+        samples.push(start.elapsed());
+        if out.exit_code != 0 {
+            bail!("the code exited {}: {}", out.exit_code, out.stderr);
         }
     }
     Ok(Stats::of(samples))
@@ -118,5 +148,7 @@ pub(super) async fn run(
         from_cache: Stats::of(from_cache),
         python_run: run_n(&skillbox, "scripts/words.py", iterations).await?,
         rust_run: run_n(&skillbox, "check", iterations).await?,
+        smallest_script: run_n(&skillbox, "scripts/one.py", iterations).await?,
+        smallest_code: run_code_n(&skillbox, iterations).await?,
     })
 }

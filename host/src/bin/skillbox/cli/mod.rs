@@ -54,6 +54,14 @@ enum Command {
     /// Its stdout and stderr are printed as captured; skillbox exits with
     /// the script's own exit code (WASI 0.2 reports failures as 1).
     RunScript(tool::RunScriptArgs),
+    /// Run Python code in the sandbox, as `python -c` would: as a skill's
+    /// code with --skill (its folder, packages, grants and limits), else
+    /// with the workspace and no network.
+    ///
+    /// Writes to the workspace are staged and committed like a script's
+    /// (--dry-run and --patch keep them); skillbox exits with the code's
+    /// own exit code.
+    RunCode(tool::RunCodeArgs),
     /// Serve the skills and their sandboxed tools over MCP (stdio, or
     /// Streamable HTTP with --http).
     Serve(Box<serve::ServeArgs>),
@@ -198,6 +206,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::Call(args) => tool::call(args),
         Command::Inspect { component } => tool::inspect(&component),
         Command::RunScript(args) => tool::run_script(args),
+        Command::RunCode(args) => tool::run_code(args),
         Command::Prepare(args) => prepare::run(args),
         Command::Serve(args) => serve::serve(*args),
         Command::Agent(args) => agent::agent(*args),

@@ -1,4 +1,4 @@
-//! `call`, `inspect` and `run-script`.
+//! `call`, `inspect`, `run-script` and `run-code`.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -11,6 +11,7 @@ use super::flags::{SandboxFlags, SourceFlags, announce_recovery, print_workspace
 use super::{CliError, print_json, runtime};
 use skillbox::{BuildError, CallError, CancellationToken, Skillbox};
 use skillbox_sandbox::Sandbox;
+use skillbox_skill::runtime::{ScriptKind, code_kind};
 use skillbox_skill::skill::tools::split_tool_name;
 
 #[derive(Args, Debug)]
@@ -54,6 +55,37 @@ pub(super) struct RunScriptArgs {
     #[command(flatten)]
     sandbox: SandboxFlags,
     /// Arguments passed to the script, after `--`.
+    #[arg(last = true, value_name = "ARGS")]
+    args: Vec<String>,
+}
+
+#[derive(Args, Debug)]
+pub(super) struct RunCodeArgs {
+    /// The Python code to run (or give it with --file).
+    #[arg(
+        value_name = "CODE",
+        required_unless_present = "file",
+        conflicts_with = "file"
+    )]
+    code: Option<String>,
+    /// Read the code from this file, or `-` for this command's stdin.
+    #[arg(long, value_name = "FILE")]
+    file: Option<PathBuf>,
+    /// The code's language: python (the only one for now).
+    #[arg(long, default_value = "python")]
+    language: String,
+    /// `--skill NAME` runs the code as that skill's: its folder, packages,
+    /// grants and limits (and loads only that skill).
+    #[command(flatten)]
+    sources: SourceFlags,
+    /// Read the code's stdin from this file, or `-` for this command's own
+    /// stdin (default: this command's stdin when it is piped and the code
+    /// does not come from it, else empty).
+    #[arg(long, value_name = "FILE")]
+    stdin: Option<PathBuf>,
+    #[command(flatten)]
+    sandbox: SandboxFlags,
+    /// Arguments the code sees as sys.argv[1:], after `--`.
     #[arg(last = true, value_name = "ARGS")]
     args: Vec<String>,
 }
@@ -225,16 +257,67 @@ fn read_own_stdin() -> Result<Vec<u8>, CliError> {
     Ok(bytes)
 }
 
-pub(super) fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
-    let stdin = match &args.stdin {
+/// A run's stdin: `--stdin FILE`, `--stdin -`, or this command's stdin
+/// when it is piped and nothing else reads it.
+fn run_stdin(flag: Option<&Path>, own_stdin_taken: bool) -> Result<Vec<u8>, CliError> {
+    Ok(match flag {
         Some(path) if path.as_os_str() != "-" => std::fs::read(path).map_err(|e| {
             CliError::Usage(format!("--stdin {}: cannot read it ({e})", path.display()))
         })?,
+        Some(_) if own_stdin_taken => {
+            return Err(CliError::Usage(
+                "--stdin - and --file - both read this command's stdin; give one of them a file"
+                    .into(),
+            ));
+        }
         // `-`, or input piped in without the flag: what this command reads.
         Some(_) => read_own_stdin()?,
-        None if !std::io::stdin().is_terminal() => read_own_stdin()?,
+        None if !own_stdin_taken && !std::io::stdin().is_terminal() => read_own_stdin()?,
         None => Vec::new(),
+    })
+}
+
+pub(super) fn run_code(args: RunCodeArgs) -> Result<ExitCode, CliError> {
+    if let ScriptKind::Unsupported(kind) = code_kind(&args.language) {
+        return Err(CliError::Usage(kind.code_reason(&args.language)));
+    }
+    let code_from_stdin = args.file.as_deref().is_some_and(|f| f.as_os_str() == "-");
+    let code = match (&args.code, &args.file) {
+        (Some(code), _) => code.clone(),
+        (None, Some(_)) if code_from_stdin => String::from_utf8(read_own_stdin()?)
+            .map_err(|_| CliError::Usage("--file -: the code on stdin is not UTF-8 text".into()))?,
+        (None, Some(path)) => std::fs::read_to_string(path).map_err(|e| {
+            CliError::Usage(format!(
+                "--file {}: cannot read it as text ({e})",
+                path.display()
+            ))
+        })?,
+        (None, None) => return Err(CliError::Usage("give the code, or --file FILE".into())),
     };
+    let skill = match args.sources.only.as_slice() {
+        [] => None,
+        [skill] => Some(skill.clone()),
+        _ => {
+            return Err(CliError::Usage(
+                "run-code runs as one skill's code: give --skill once".into(),
+            ));
+        }
+    };
+    let stdin = run_stdin(args.stdin.as_deref(), code_from_stdin)?;
+    let cancel = CancellationToken::new();
+    let skillbox = one_call_host(args.sandbox.builder(&args.sources)?)?;
+    let output = runtime()?.block_on(skillbox.run_code(
+        skill.as_deref(),
+        &code,
+        args.args.clone(),
+        stdin,
+        &cancel,
+    ));
+    print_script_output(finish(output)?)
+}
+
+pub(super) fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
+    let stdin = run_stdin(args.stdin.as_deref(), false)?;
     let cancel = CancellationToken::new();
     let output = match (&args.component, &args.script) {
         (_, Some(spec)) => {
@@ -268,7 +351,12 @@ pub(super) fn run_script(args: RunScriptArgs) -> Result<ExitCode, CliError> {
             ));
         }
     };
-    let output = finish(output)?;
+    print_script_output(finish(output)?)
+}
+
+/// A finished run as the command prints it: notes and workspace changes,
+/// then its stdout and stderr as captured; its exit code is the command's.
+fn print_script_output(output: skillbox::ScriptOutput) -> Result<ExitCode, CliError> {
     print_notes(&output.notes);
     print_workspace(output.workspace.as_ref());
     let (stdout, stderr, exit_code) = (output.stdout, output.stderr, output.exit_code);
