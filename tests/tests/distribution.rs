@@ -1014,6 +1014,10 @@ fn a_login_kept_by_a_credential_helper_is_asked_for() {
     let missing = run(PASSWORD);
     assert_eq!(missing.code, 1, "{missing:?}");
     missing.stderr_says(&["credential helper", "could not be run", "PATH"]);
+    assert!(
+        missing.stderr.contains("docker-credential-e2e"),
+        "the error names the helper: {missing:?}"
+    );
     std::fs::rename(&away, &helper).unwrap();
 
     let added = run(PASSWORD);
@@ -1057,7 +1061,7 @@ fn a_login_kept_by_a_credential_helper_is_asked_for() {
     std::fs::write(&helper, "#!/bin/sh\nexec sleep 5\n").unwrap();
     let waited = stranger_run(&["--registry-timeout-secs", "1"]);
     assert_eq!(waited.code, 1, "{waited:?}");
-    waited.stderr_says(&["did not answer", "within 1 s"]);
+    waited.stderr_says(&["`docker-credential-e2e` did not answer", "within 1 s"]);
 }
 
 #[test]
@@ -1368,6 +1372,46 @@ fn a_local_checkout_by_its_path_and_a_skill_under_a_hidden_folder_install() {
         source.contains(&format!("git+file://{}", real.display())),
         "the lock names the repository by URL: {source}"
     );
+
+    // Red team: what the checkout holds but no commit does is never
+    // installed: a SKILL.md dropped into the repository's own `.git`
+    // (named with `#path=.git`), a file not committed beside a skill; and
+    // `#path=` cannot climb out of the repository.
+    std::fs::copy(
+        checkout.join("skills/.curated/curated-one/SKILL.md"),
+        checkout.join(".git/SKILL.md"),
+    )
+    .unwrap();
+    std::fs::write(
+        checkout.join("skills/.curated/curated-one/uncommitted.md"),
+        "not in any commit",
+    )
+    .unwrap();
+    let other = Home::new(registry);
+    let git_dir = other.run(&[
+        "add",
+        &format!("{path}#path=.git"),
+        "--yes",
+        "--allow-unsigned",
+    ]);
+    assert_eq!(git_dir.code, 1, "{git_dir:?}");
+    git_dir.stderr_says(&["no SKILL.md in `.git`"]);
+    let climbed = other.run(&["add", &format!("{path}#path=skills/../.."), "--yes"]);
+    assert_eq!(climbed.code, 2, "{climbed:?}");
+    climbed.stderr_says(&["is not a folder inside the repository"]);
+    let committed = other.run(&["add", &named, "--yes", "--allow-unsigned"]);
+    assert_eq!(committed.code, 0, "{committed:?}");
+    assert!(
+        !other.skills().join("curated-one/uncommitted.md").exists(),
+        "a file no commit holds was installed"
+    );
+
+    // A local repository whose path holds a space says how it was read.
+    let spaced = work.path().join("my collection");
+    std::fs::rename(&checkout, &spaced).unwrap();
+    let with_space = other.run(&["add", spaced.to_str().unwrap(), "--yes"]);
+    assert_eq!(with_space.code, 2, "{with_space:?}");
+    with_space.stderr_says(&["git repository on this machine", "holds a space"]);
 
     // A folder that is not a repository is not taken for one.
     let plain = work.path().join("plain");

@@ -38,7 +38,13 @@ async fn lazy_mode_lists_skill_tools_after_load_skill() {
     let before = client.peer().list_all_tools().await.unwrap();
     assert_eq!(
         names(&before),
-        ["load_skill", "find_skills", "read_skill_file", "run_script", "run_code"]
+        [
+            "load_skill",
+            "find_skills",
+            "read_skill_file",
+            "run_script",
+            "run_code"
+        ]
     );
     let load = &before[0];
     let schema = serde_json::to_value(&*load.input_schema).unwrap();

@@ -83,12 +83,22 @@ impl SkillRef {
             _ => return text.parse(),
         };
         let fragment = fragment.map(|f| format!("#{f}")).unwrap_or_default();
-        format!("git+file://{}{fragment}", real.display())
-            .parse()
-            .map_err(|e: RefError| RefError {
-                reference: text.to_string(),
-                why: e.why,
-            })
+        let url = format!("git+file://{}{fragment}", real.display());
+        url.parse().map_err(|e: RefError| RefError {
+            reference: text.to_string(),
+            why: if real.to_string_lossy().contains(char::is_whitespace) {
+                format!(
+                    "it is a git repository on this machine, read as `{url}`, and its path \
+                     holds a space, which a git URL here may not; clone or link it to a path \
+                     without spaces"
+                )
+            } else {
+                format!(
+                    "it is a git repository on this machine, read as `{url}`: {}",
+                    e.why
+                )
+            },
+        })
     }
 }
 
@@ -314,6 +324,20 @@ impl fmt::Display for SkillRef {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_local_repository_whose_path_holds_a_space_says_how_it_was_read() {
+        let root = tempfile::tempdir().unwrap();
+        let repo = root.path().join("my skills");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        let error = SkillRef::parse_or_local(repo.to_str().unwrap()).unwrap_err();
+        assert!(
+            error.why.contains("git repository on this machine"),
+            "{error}"
+        );
+        assert!(error.why.contains("holds a space"), "{error}");
+        assert!(!error.why.contains("URL holds spaces"), "{error}");
+    }
 
     #[test]
     fn oci_and_git_references_parse_and_print_back() {

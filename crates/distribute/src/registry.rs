@@ -456,19 +456,49 @@ fn credentials_within(
         let _ = tx.send(credentials(&host, file_owned.as_deref()));
     });
     rx.recv_timeout(limit).unwrap_or_else(|_| {
+        let helper = config_path(file)
+            .and_then(|(path, _)| std::fs::read(path).ok())
+            .and_then(|config| helper_named(&config, registry))
+            .unwrap_or_else(|| "docker-credential-NAME".to_string());
         Err(RegistryError::AuthFile {
             path: file.map_or_else(
                 || "the Docker config".to_string(),
                 |f| f.display().to_string(),
             ),
             why: format!(
-                "its credential helper did not answer for {registry} within {} s; check that it \
-                 runs (`echo {registry} | docker-credential-NAME get`), or pass \
+                "its credential helper `{helper}` did not answer for {registry} within {} s; \
+                 check that it runs (`echo {registry} | {helper} get`), or pass \
                  --registry-auth-file",
                 limit.as_secs()
             ),
         })
     })
+}
+
+/// The Docker config to read: `file` when the user named one (`true`:
+/// it must exist), else `$DOCKER_CONFIG/config.json` or
+/// `~/.docker/config.json`.
+fn config_path(file: Option<&Path>) -> Option<(PathBuf, bool)> {
+    match file {
+        Some(path) => Some((path.to_path_buf(), true)),
+        None => std::env::var_os("DOCKER_CONFIG")
+            .map(|d| PathBuf::from(d).join("config.json"))
+            .or_else(|| {
+                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker/config.json"))
+            })
+            .map(|path| (path, false)),
+    }
+}
+
+/// The credential helper program a Docker config names for `registry`
+/// (`credHelpers`, else `credsStore`), for an error to name.
+fn helper_named(config: &[u8], registry: &str) -> Option<String> {
+    let config: serde_json::Value = serde_json::from_slice(config).ok()?;
+    let named = login_keys(registry)
+        .into_iter()
+        .find_map(|key| config["credHelpers"][key].as_str())
+        .or_else(|| config["credsStore"].as_str())?;
+    Some(format!("docker-credential-{named}"))
 }
 
 /// The hosts under which docker keeps a registry's login: Docker Hub's
@@ -501,16 +531,8 @@ fn helper_has_no_login(stdout: &str) -> bool {
 /// token, which the registry client cannot exchange).
 fn credentials(registry: &str, file: Option<&Path>) -> Result<RegistryAuth, RegistryError> {
     use docker_credential::{CredentialRetrievalError as Lookup, DockerCredential};
-    let (path, explicit) = match file {
-        Some(path) => (path.to_path_buf(), true),
-        None => match std::env::var_os("DOCKER_CONFIG")
-            .map(|d| PathBuf::from(d).join("config.json"))
-            .or_else(|| {
-                std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".docker/config.json"))
-            }) {
-            Some(path) => (path, false),
-            None => return Ok(RegistryAuth::Anonymous),
-        },
+    let Some((path, explicit)) = config_path(file) else {
+        return Ok(RegistryAuth::Anonymous);
     };
     let fail = |why: String| RegistryError::AuthFile {
         path: path.display().to_string(),
@@ -561,8 +583,9 @@ fn credentials(registry: &str, file: Option<&Path>) -> Result<RegistryAuth, Regi
              (`docker login {registry}`), or see why with `echo {registry} | {helper} get`"
         ),
         Err(Lookup::HelperCommunicationError) => format!(
-            "the credential helper it names for {registry} (`docker-credential-<name>`) could \
-             not be run; install it or put it on PATH"
+            "the credential helper it names for {registry} (`{}`) could not be run; install \
+             it or put it on PATH",
+            helper_named(&config, registry).unwrap_or_else(|| "docker-credential-<name>".into())
         ),
         Err(Lookup::MalformedHelperResponse) => format!(
             "the credential helper it names for {registry} did not answer with the \
@@ -575,6 +598,20 @@ fn credentials(registry: &str, file: Option<&Path>) -> Result<RegistryAuth, Regi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_helper_a_config_names_for_a_registry() {
+        let config = br#"{"credsStore": "desktop", "credHelpers": {"ghcr.io": "gh", "https://index.docker.io/v1/": "hub"}}"#;
+        let named = |registry| helper_named(config, registry);
+        assert_eq!(named("ghcr.io").as_deref(), Some("docker-credential-gh"));
+        assert_eq!(named("docker.io").as_deref(), Some("docker-credential-hub"));
+        assert_eq!(
+            named("quay.io").as_deref(),
+            Some("docker-credential-desktop")
+        );
+        assert_eq!(helper_named(b"{}", "quay.io"), None);
+        assert_eq!(helper_named(b"not json", "quay.io"), None);
+    }
 
     #[test]
     fn only_this_machine_is_loopback() {
