@@ -36,6 +36,9 @@ import argparse, base64, collections, csv, dataclasses, datetime, fnmatch, funct
 import glob, hashlib, html, itertools, json, math, pathlib, re, shutil, statistics  # noqa: E401,F401
 import string, struct, textwrap, typing, unicodedata, urllib.parse, zipfile  # noqa: E401,F401
 import xml.dom.minidom, xml.etree.ElementTree  # noqa: E401,F401
+# What runpy.run_path imports on each call (it runs every script), done
+# once here: measured at about 8 ms of a 14 ms warm `print(1)` script.
+import pkgutil  # noqa: E401,F401
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import environment
