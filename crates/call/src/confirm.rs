@@ -171,16 +171,36 @@ impl Question {
         self
     }
 
-    /// The question as a person reads it.
+    /// The question as a person reads it. Code given with the call
+    /// (`run_code`) is shown as code, not as an escaped JSON string, and
+    /// what does not fit says how much is hidden and names the digest the
+    /// audit records, so nothing can hide behind a cut.
     pub fn text(&self) -> String {
-        let mut arguments = self.arguments.to_string();
-        crate::text::cut(&mut arguments, 2_000, "…");
+        let mut arguments = self.arguments.clone();
+        let code = match arguments.as_object_mut().map(|map| map.remove("code")) {
+            Some(Some(Value::String(code))) => Some(code),
+            Some(Some(other)) => {
+                arguments["code"] = other;
+                None
+            }
+            _ => None,
+        };
         let mut text = format!(
             "Allow {what}? It is declared {class}.\n  arguments: {arguments}\n  grants: {grants}",
             what = self.what,
             class = self.class.as_str(),
+            arguments = {
+                let arguments = arguments.to_string();
+                shown(&arguments, &arguments, SHOWN_ARGUMENTS)
+            },
             grants = self.grants,
         );
+        if let Some(code) = code {
+            text.push_str(&format!(
+                "\n  code:\n{}",
+                shown(&crate::text::printable(&code), &code, SHOWN_CODE)
+            ));
+        }
         if let Some(changes) = &self.changes {
             text.push_str(&format!(
                 "\nIt ran with its writes staged; nothing is written unless you approve. It \
@@ -188,5 +208,70 @@ impl Question {
             ));
         }
         text
+    }
+}
+
+/// The most of a call's arguments, and of its code, a question shows.
+const SHOWN_ARGUMENTS: usize = 2_000;
+const SHOWN_CODE: usize = 16 * 1024;
+
+/// `text` as a question shows it: whole, or cut with how many bytes are
+/// hidden and the digest of `original` (for code, the digest the audit
+/// records).
+fn shown(text: &str, original: &str, max_bytes: usize) -> String {
+    if text.len() <= max_bytes {
+        return text.to_string();
+    }
+    let mut head = text.to_string();
+    crate::text::cut(&mut head, max_bytes, "");
+    format!(
+        "{head}\n  … {} more bytes not shown (the whole is {})",
+        text.len() - head.len(),
+        crate::digest::sha256(original.as_bytes())
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn question(arguments: Value) -> Question {
+        Question::new(
+            "run_code".into(),
+            SideEffect::Script,
+            arguments,
+            "workspace rw".into(),
+            "sha256:00",
+        )
+    }
+
+    #[test]
+    fn code_is_shown_as_code_and_a_cut_says_what_it_hides() {
+        let short =
+            question(serde_json::json!({"code": "import os\nprint(1)\x1b[2J", "args": ["a"]}));
+        let text = short.text();
+        assert!(text.contains("  code:\nimport os\nprint(1)?[2J"), "{text}");
+        assert!(text.contains(r#"arguments: {"args":["a"]}"#), "{text}");
+        assert!(!text.contains("not shown"), "{text}");
+
+        // What a long program puts after the part shown cannot pass unseen.
+        let code = format!(
+            "{}\nimport shutil; shutil.rmtree('/workspace')\n",
+            "#".repeat(20_000)
+        );
+        let text = question(serde_json::json!({"code": code})).text();
+        assert!(!text.contains("rmtree"), "{text}");
+        let hidden = code.len() - SHOWN_CODE;
+        assert!(
+            text.contains(&format!(
+                "{hidden} more bytes not shown (the whole is {})",
+                crate::digest::sha256(code.as_bytes())
+            )),
+            "{text}"
+        );
+
+        // Code that is not a string stays among the arguments.
+        let text = question(serde_json::json!({"code": 7})).text();
+        assert!(text.contains(r#"arguments: {"code":7}"#), "{text}");
     }
 }
