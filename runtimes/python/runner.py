@@ -8,7 +8,10 @@ prepared pure-Python requirements for the skill. The working folder is
 
 `python -c CODE [ARGS...]` runs code a model wrote (`run_code`): the
 skill's root comes first on sys.path when a skill's folder is mounted, so
-its helper modules import as its instructions show, then /packages.
+its helper modules import as its instructions show, then /packages. The
+working folder comes last, as `python -c` has it but behind the standard
+library and the skill: a module the code wrote there imports, and cannot
+shadow either.
 
 When a script fails for a reason the sandbox decides (a module it cannot
 have, a process, a thread, a socket, a path outside its mounts), a line
@@ -141,6 +144,13 @@ def hint(error):
                 "compiled wheels, so it cannot be installed for this sandbox: only pure-Python "
                 "packages run here. Do that step another way, or with a tool of the skill."
             )
+        if _CODE[0] is not None and not _isdir(SKILL):
+            return (
+                f"module `{top}` is not in the standard library, and code run without a skill "
+                "has the standard library only. If a skill's steps import it, run the code as "
+                "that skill's (give run_code its `skill`): it then gets the packages the user "
+                "prepared for the skill."
+            )
         return (
             f"module `{top}` is not installed for this skill, and a script never downloads. "
             f"It comes from the PyPI project `{project}`; if that project has a pure-Python "
@@ -194,17 +204,27 @@ def hint(error):
                 f"`{error.filename}` is a FIFO, socket or device, which the sandbox never opens "
                 "(opening one can wait for ever). Use a regular file."
             )
-        mounts = [SKILL, SCRATCH] + [m for m in (WORKSPACE, PACKAGES) if os.path.isdir(m)]
+        mounts = [SCRATCH] + [m for m in (SKILL, WORKSPACE, PACKAGES) if os.path.isdir(m)]
         if not any(path == m or path.startswith(m + "/") for m in mounts):
+            seen = (["/skill (the skill, read-only)"] if SKILL in mounts else []) + [
+                "/tmp (its own scratch folder)"
+            ]
             return (
-                f"`{error.filename}` is outside what this script may see: /skill (the skill, "
-                "read-only), /tmp (its own scratch folder)"
-                + (", /workspace" if os.path.isdir(WORKSPACE) else "; no workspace was granted")
+                f"`{error.filename}` is outside what this {_what_runs()} may see: "
+                + ", ".join(seen)
+                + (", /workspace" if WORKSPACE in mounts else "; no workspace was granted")
                 + "."
             )
         if isinstance(error, PermissionError) or error.errno in (30, 63, 76):
             if path == SKILL or path.startswith(SKILL + "/"):
                 return "/skill is read-only: write to /tmp, or to /workspace when granted."
+            if (path == WORKSPACE or path.startswith(WORKSPACE + "/")) and _CODE[0] is not None:
+                return (
+                    "/workspace is read-only for this call. run_code writes there only when "
+                    "the user allows writing (--allow-write), as a skill's code only when the "
+                    "skill's skillbox.yaml asks for it too, and never on a read-only server; "
+                    "otherwise write to /tmp and print the result."
+                )
             if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
                 return (
                     "/workspace is read-only for this script. A skill's scripts may write "
@@ -216,8 +236,10 @@ def hint(error):
 
 
 _RUNTIME_FOLDER = os.path.dirname(__file__) + "/"
-# The script being run, for the hints that read it.
+# The script being run, or the code given with `-c`, for the hints that
+# read it.
 _SCRIPT = [None]
+_CODE = [None]
 # Programs scripts drive over a socket, by the names their sources use.
 _PROGRAMS = {"soffice": "LibreOffice (`soffice`)", "libreoffice": "LibreOffice (`soffice`)",
              "chromium": "Chromium", "chrome": "Chrome"}
@@ -242,15 +264,22 @@ def _skill_name():
     return "SKILL"
 
 
+def _what_runs():
+    return "code" if _CODE[0] is not None else "script"
+
+
 def _program_named():
     """A program the script's source names, as words for a person, or None."""
-    if not _SCRIPT[0]:
+    if _CODE[0] is not None:
+        source = _CODE[0].lower()
+    elif not _SCRIPT[0]:
         return None
-    try:
-        with _open(_SCRIPT[0], encoding="utf-8", errors="replace") as f:
-            source = f.read(1024 * 1024).lower()
-    except OSError:
-        return None
+    else:
+        try:
+            with _open(_SCRIPT[0], encoding="utf-8", errors="replace") as f:
+                source = f.read(1024 * 1024).lower()
+        except OSError:
+            return None
     for name, words in _PROGRAMS.items():
         if name in source:
             return words
@@ -334,8 +363,10 @@ _CODE_NAME = "<code>"
 
 
 def _run_code(code, args):
+    _CODE[0] = code
     sys.argv = ["-c"] + list(args)
     sys.path[:0] = ([SKILL] if _isdir(SKILL) else []) + ([PACKAGES] if _isdir(PACKAGES) else [])
+    sys.path.append(os.getcwd())
     os._exit = _os_exit
     linecache.cache[_CODE_NAME] = (len(code), None, code.splitlines(True), _CODE_NAME)
     main = types.ModuleType("__main__")

@@ -72,13 +72,33 @@ fn the_command_line_runs_code_as_a_skills_and_stages_its_writes() {
     // told so.
     let out = run_code(&["--skill", "shouter"], WRITES);
     assert_eq!(out.code, 1, "{out:?}");
-    out.stderr_says(&["read-only"]);
+    out.stderr_says(&["/workspace is read-only for this call", "--allow-write"]);
     assert!(!ws.path().join("out.txt").exists());
 
     // Without a skill, the skill's modules are not there: no /skill.
     let out = run_code(&[], "from core.shout import shout\n");
     assert_eq!(out.code, 1, "{out:?}");
-    out.stderr_says(&["No module named 'core'"]);
+    out.stderr_says(&[
+        "No module named 'core'",
+        "code run without a skill has the standard library only",
+    ]);
+
+    // The working folder is on sys.path, behind the standard library: a
+    // module the code wrote imports, a `json.py` there shadows nothing.
+    std::fs::write(
+        ws.path().join("helper.py"),
+        "VALUE = 'from the workspace'\n",
+    )
+    .unwrap();
+    std::fs::write(ws.path().join("json.py"), "raise SystemExit('shadowed')\n").unwrap();
+    let out = run_code(
+        &[],
+        "import helper, json\nprint(helper.VALUE, json.dumps(1))\n",
+    );
+    assert_eq!(out.stdout.trim(), "from the workspace 1", "{out:?}");
+    for name in ["helper.py", "json.py"] {
+        std::fs::remove_file(ws.path().join(name)).unwrap();
+    }
 
     // Arguments and stdin, as `python -c` gives them.
     let input = tempfile::NamedTempFile::new().unwrap();
@@ -106,6 +126,76 @@ fn the_command_line_runs_code_as_a_skills_and_stages_its_writes() {
     let out = run_code(&["--skill", "shouter", "--skill", "other"], "print(1)");
     assert_eq!(out.code, 2, "{out:?}");
     out.stderr_says(&["give --skill once"]);
+}
+
+/// The secret a user gives a skill is for the code they installed: the
+/// skill's script reads it (redacted in what it prints), code run as the
+/// skill does not, and the code is told why.
+#[test]
+fn code_never_sees_the_secrets_given_to_its_skill() {
+    if !python_runtime() {
+        return;
+    }
+    let root = tempfile::tempdir().unwrap();
+    let dir = root.path().join("keeper");
+    std::fs::create_dir_all(dir.join("scripts")).unwrap();
+    std::fs::write(
+        dir.join("SKILL.md"),
+        "---\nname: keeper\ndescription: Holds a token for its own script. Use in tests only.\n---\nRun scripts/show.py.\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("skillbox.yaml"),
+        "grants:\n  env: [KEEPER_TOKEN]\n",
+    )
+    .unwrap();
+    let probe = "import os\nprint('token:', os.environ.get('KEEPER_TOKEN'), len(os.environ))\n";
+    std::fs::write(dir.join("scripts/show.py"), probe).unwrap();
+    let skills = root.path().to_str().unwrap();
+    let with_token = |argv: &[&str]| -> skillbox_e2e::Run {
+        skillbox_e2e::skillbox()
+            .env("KEEPER_TOKEN", "tok-5ecret-value")
+            .args(argv)
+            .output()
+            .unwrap()
+            .into()
+    };
+    let grant = ["--allow-env", "keeper:KEEPER_TOKEN"];
+
+    let script = with_token(
+        &[
+            &[
+                "run-script",
+                "--skills",
+                skills,
+                "--script",
+                "keeper/scripts/show.py",
+            ][..],
+            &grant,
+        ]
+        .concat(),
+    );
+    assert_eq!(script.code, 0, "{script:?}");
+    assert!(
+        script.stdout.contains("token: [redacted:KEEPER_TOKEN]"),
+        "{script:?}"
+    );
+
+    let code = with_token(
+        &[
+            &["run-code", "--skills", skills, "--skill", "keeper"][..],
+            &grant,
+            &[probe],
+        ]
+        .concat(),
+    );
+    assert_eq!(code.code, 0, "{code:?}");
+    assert_eq!(code.stdout.trim(), "token: None 0", "{code:?}");
+    code.stderr_says(&[
+        "does not pass environment variables (KEEPER_TOKEN)",
+        "run_script",
+    ]);
+    assert!(!format!("{code:?}").contains("5ecret"), "{code:?}");
 }
 
 /// The text of a tool result, errors included.
@@ -256,7 +346,15 @@ async fn a_read_only_server_offers_run_code_with_the_workspace_read_only() {
         json!({"skill": "shouter", "code": "open('b.txt', 'w').write('b')"}),
     )
     .await;
-    assert_says(&result, &["read-only"]);
+    // The code ran and failed on the write, which the runner explains.
+    assert_eq!(result.is_error, Some(false), "{result:?}");
+    assert_says(
+        &result,
+        &[
+            "/workspace is read-only for this call",
+            "never on a read-only server",
+        ],
+    );
     assert!(!ws.path().join("b.txt").exists());
     client.cancel().await.unwrap();
 }

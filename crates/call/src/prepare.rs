@@ -42,22 +42,55 @@ pub(super) enum Runs {
 impl Host {
     /// The grants a prepared call runs with.
     pub(super) fn grants_of(&self, prepared: &Prepared) -> policy::Resolved {
-        let Some(skill) = &prepared.skill else {
-            let mut resolved = policy::bare_grants(&self.options.policy);
-            if prepared.runs == Runs::PythonCode {
-                // Code of no skill is the model's own: no network, whatever
-                // the user granted the components they name.
-                resolved.grants.network.clear();
+        let mut resolved = match &prepared.skill {
+            None => policy::bare_grants(&self.options.policy),
+            Some(skill) => {
+                let mut resolved = policy::grants(skill, &self.options.policy, prepared.effect);
+                if matches!(prepared.runs, Runs::Python { .. } | Runs::PythonCode) {
+                    resolved.grants.packages = python::prepared_site(&skill.dir);
+                }
+                resolved
             }
-            self.read_only_workspace(&mut resolved);
-            return resolved;
         };
-        let mut resolved = policy::grants(skill, &self.options.policy, prepared.effect);
-        if matches!(prepared.runs, Runs::Python { .. } | Runs::PythonCode) {
-            resolved.grants.packages = python::prepared_site(&skill.dir);
+        if prepared.runs == Runs::PythonCode {
+            self.narrow_for_code(&mut resolved, prepared.skill.is_some());
         }
         self.read_only_workspace(&mut resolved);
         resolved
+    }
+
+    /// Code given with the call is the model's, not the skill's: it never
+    /// gets the secrets the user gave a skill (`--allow-env`), which are
+    /// for the code the user installed; it gets no network without a skill
+    /// (whatever the user granted the component files they name), and none
+    /// on a read-only server, where a request could change the world just
+    /// as a write could.
+    fn narrow_for_code(&self, resolved: &mut policy::Resolved, as_skill: bool) {
+        if !resolved.grants.env.is_empty() {
+            let keys: Vec<&str> = resolved
+                .grants
+                .env
+                .iter()
+                .map(|(k, _)| k.as_str())
+                .collect();
+            resolved.notes.push(format!(
+                "run_code does not pass environment variables ({}): they are given to the \
+                 skill's own scripts, not to code written for the call. Run the skill's \
+                 script that needs them with run_script.",
+                keys.join(", ")
+            ));
+            resolved.grants.env.clear();
+        }
+        if !resolved.grants.network.is_empty() && (!as_skill || self.options.read_only) {
+            if as_skill {
+                resolved.notes.push(
+                    "run_code has no network on a read-only server; the user can serve \
+                     without --read-only to let the skill's code reach its hosts."
+                        .into(),
+                );
+            }
+            resolved.grants.network.clear();
+        }
     }
 
     /// A read-only server's calls never write the workspace.

@@ -269,25 +269,34 @@ async fn a_call_is_known_never_to_ask_only_from_what_the_host_already_knows() {
     );
 }
 
-/// Code a model runs with `run_code` and no skill is its own: whatever
-/// network the user granted skills (or the component files they name) is
-/// not its to use.
+/// Code a model runs with `run_code` is its own, not the skill's: it never
+/// gets the secrets the user gave a skill, nor, without a skill or on a
+/// read-only server, any network; a component file the user names keeps
+/// what the user granted.
 #[tokio::test]
-async fn code_of_no_skill_gets_no_network_whatever_the_user_granted() {
+async fn code_gets_no_secrets_and_no_network_beyond_its_skills_own() {
     use super::prepare::{Prepared, Runs};
     use crate::sandbox::{PendingComponent, SideEffect};
 
     let root = tempfile::tempdir().unwrap();
     skill(root.path());
+    // PATH is set in every test process: a value the grant can read.
+    std::fs::write(
+        root.path().join("counter/skillbox.yaml"),
+        "grants:\n  env: [PATH]\n  network: [\"127.0.0.1:8080\"]\n",
+    )
+    .unwrap();
     let mut host = host(root.path());
-    Arc::get_mut(&mut host).unwrap().options.policy.allow_net =
-        vec!["counter:127.0.0.1:8080".parse().unwrap()];
+    let options = &mut Arc::get_mut(&mut host).unwrap().options;
+    options.policy.allow_net = vec!["counter:127.0.0.1:8080".parse().unwrap()];
+    options.policy.allow_env = vec!["PATH".parse().unwrap()];
+    let counter = host.catalog().get("counter").unwrap().clone();
     let loaded = host
         .sandbox
         .load_file(&root.path().join("counter/tools/bump.wasm"))
         .unwrap();
-    let prepared = |runs| Prepared {
-        skill: None,
+    let prepared = |skill: bool, runs| Prepared {
+        skill: skill.then(|| counter.clone()),
         tool: None,
         component: Arc::new(PendingComponent::ready(loaded.clone())),
         component_path: "<code>".into(),
@@ -295,18 +304,41 @@ async fn code_of_no_skill_gets_no_network_whatever_the_user_granted() {
         class: SideEffect::Script,
         runs,
     };
+    let granted = |host: &Host, skill, runs| {
+        let resolved = host.grants_of(&prepared(skill, runs));
+        (
+            resolved.grants.env.len(),
+            resolved.grants.network.len(),
+            resolved.notes.join(" "),
+        )
+    };
+
+    // The skill's own script gets both; code run as the skill keeps its
+    // network but not its secret, and is told why.
+    let script = Runs::Python {
+        script: "scripts/x.py".into(),
+    };
+    assert_eq!(granted(&host, true, script.clone()).0, 1);
+    assert_eq!(granted(&host, true, script).1, 1);
+    let (env, network, notes) = granted(&host, true, Runs::PythonCode);
+    assert_eq!((env, network), (0, 1));
     assert!(
-        host.grants_of(&prepared(Runs::PythonCode))
-            .grants
-            .network
-            .is_empty()
+        notes.contains("does not pass environment variables (PATH)"),
+        "{notes}"
     );
-    // A component file the user names keeps what the user granted.
-    assert_eq!(
-        host.grants_of(&prepared(Runs::Component))
-            .grants
-            .network
-            .len(),
-        1
+
+    // Without a skill: nothing, whatever the user granted.
+    assert_eq!(granted(&host, false, Runs::PythonCode).0, 0);
+    assert_eq!(granted(&host, false, Runs::PythonCode).1, 0);
+    assert_eq!(granted(&host, false, Runs::Component).0, 1);
+    assert_eq!(granted(&host, false, Runs::Component).1, 1);
+
+    // A read-only server: no network for code even as the skill.
+    Arc::get_mut(&mut host).unwrap().options.read_only = true;
+    let (env, network, notes) = granted(&host, true, Runs::PythonCode);
+    assert_eq!((env, network), (0, 0));
+    assert!(
+        notes.contains("no network on a read-only server"),
+        "{notes}"
     );
 }

@@ -29,8 +29,9 @@ pub enum CommandError {
     )]
     Shell(String),
     #[error(
-        "`{0} -c` runs inline code, not a script the skill ships; only a skill's own scripts \
-         run."
+        "`{0} -c` runs inline code, not a script the skill ships: run_script runs only a \
+         skill's own scripts. Run the code with run_code {{\"code\": …, \"skill\": …}} \
+         instead."
     )]
     InlineCode(String),
     #[error("`{0}` is followed by no script; give one, e.g. `{0} scripts/x.py`.")]

@@ -52,7 +52,7 @@ pub(super) struct SandboxFlags {
     #[arg(long, requires = "workspace", conflicts_with = "read_only")]
     pub dry_run: bool,
     /// Serve only tools declared `read`: no write or destructive tools, no
-    /// scripts, and the workspace read-only.
+    /// scripts, the workspace read-only, and run_code without network.
     #[arg(long, conflicts_with = "allow_write")]
     pub read_only: bool,
     /// Give an environment variable to the skill that requests it:

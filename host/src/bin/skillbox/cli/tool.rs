@@ -60,6 +60,10 @@ pub(super) struct RunScriptArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(mut_arg("only", |arg| arg.help(
+    "Run the code as this skill's: its folder at /skill (its modules import), its prepared \
+     packages, network and limits; not its environment variables. Loads only this skill."
+)))]
 pub(super) struct RunCodeArgs {
     /// The Python code to run (or give it with --file).
     #[arg(
@@ -74,8 +78,6 @@ pub(super) struct RunCodeArgs {
     /// The code's language: python (the only one for now).
     #[arg(long, default_value = "python")]
     language: String,
-    /// `--skill NAME` runs the code as that skill's: its folder, packages,
-    /// grants and limits (and loads only that skill).
     #[command(flatten)]
     sources: SourceFlags,
     /// Read the code's stdin from this file, or `-` for this command's own
