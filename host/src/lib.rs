@@ -85,8 +85,10 @@ pub use skillbox_sandbox::{
     EngineError, Mount, NetRequest, NetRule, QuotaKind, SandboxError, Usage,
 };
 pub use skillbox_skill::skill::Effect;
+pub use skillbox_skill::skill::manifest::ManifestLimits;
+pub use skillbox_skill::skill::manifest::WorkspaceAccess;
 pub use skillbox_skill::skill::policy::{
-    Ceilings, EnvGrant, LimitOverrides, NetGrant, PolicyError,
+    Ceilings, EnvGrant, LimitOverrides, NetGrant, PolicyError, SkillGrant,
 };
 pub use tokio_util::sync::CancellationToken;
 

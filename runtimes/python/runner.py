@@ -228,9 +228,10 @@ def hint(error):
             if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
                 return (
                     "/workspace is read-only for this script. A skill's scripts may write "
-                    "there only when its skillbox.yaml asks (grants: {workspace: write}) "
-                    "and the user allows it (--allow-write); otherwise write to /tmp and "
-                    "print the result."
+                    "there when its skillbox.yaml asks (grants: {workspace: write}) and the "
+                    "user allows it (--allow-write), or when the user grants it: "
+                    f"`skillbox grant {_skill_name()} --workspace write`. Otherwise write to "
+                    "/tmp and print the result."
                 )
     return None
 

@@ -159,7 +159,7 @@ fn write_grants_never_cover_the_hosts_own_state() {
         "--allow-write",
     ]);
     assert_eq!(r.code, 2, "{r:?}");
-    r.stderr_says(&["--allow-write refused"]);
+    r.stderr_says(&["write access refused (--allow-write"]);
     r.stderr_says(&["skills folder"]);
 
     // The user's home holds the compiled-code cache and the state folder.

@@ -37,3 +37,4 @@ mod skills_corpus;
 mod tools;
 mod transactions;
 mod type_kinds;
+mod user_grants;

@@ -177,6 +177,14 @@ impl Host {
                 path: audit.path().to_path_buf(),
             });
         }
+        // A skill that could write the user's grants or trusted keys could
+        // give itself, or a signer, anything.
+        if let Some(config) = crate::dirs::config_dir() {
+            out.push(HostState {
+                what: "the configuration folder (your grants and trusted keys)".into(),
+                path: config,
+            });
+        }
         out
     }
 

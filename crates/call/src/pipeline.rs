@@ -257,7 +257,7 @@ impl Host {
         let (limits, clamped) = policy::limits(
             prepared.skill.as_deref(),
             prepared.class,
-            &self.options.policy.ceilings,
+            &self.options.policy,
             &self.options.overrides,
         );
         let mut notes = resolved.notes;

@@ -67,12 +67,7 @@ impl Host {
     /// as a write could.
     fn narrow_for_code(&self, resolved: &mut policy::Resolved, as_skill: bool) {
         if !resolved.grants.env.is_empty() {
-            let keys: Vec<&str> = resolved
-                .grants
-                .env
-                .iter()
-                .map(|(k, _)| k.as_str())
-                .collect();
+            let keys = resolved.grants.env_keys();
             resolved.notes.push(format!(
                 "run_code does not pass environment variables ({}): they are given to the \
                  skill's own scripts, not to code written for the call. Run the skill's \

@@ -18,6 +18,7 @@ use crate::sandbox::Sandbox;
 use crate::skill::diagnostic::Diagnostic;
 use crate::skill::frontmatter::{self, Strictness};
 use crate::skill::lock::{self, Drift, LockEntry, LockFile};
+use crate::skill::policy::UserGrants;
 use crate::skill::{Source, SourceKind, check, model};
 
 /// The largest signature artifact read.
@@ -32,6 +33,9 @@ pub struct Settings {
     pub trusted: TrustedKeys,
     pub allow_unsigned: bool,
     pub allow_signer_change: bool,
+    /// What the user gave skills by name (`skillbox grant`): what a plan
+    /// shows a skill will get, and what an update is compared against.
+    pub grants: UserGrants,
 }
 
 /// A skill fetched, verified, checked and staged, waiting for a yes.
@@ -197,10 +201,14 @@ async fn plan_for(
             problems: errors,
         });
     }
-    let permissions = permissions_of(&dir, &settings.root).unwrap_or_default();
+    let granted = settings.grants.skills.get(&name);
+    let permissions = permissions_of(&dir, &settings.root)
+        .unwrap_or_default()
+        .with_grant(granted);
     let widened = match &previous {
         Some(_) => permissions_of(&settings.root.join(&name), &settings.root)
             .unwrap_or_default()
+            .with_grant(granted)
             .widened_by(&permissions),
         None => Vec::new(),
     };

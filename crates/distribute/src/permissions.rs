@@ -10,7 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::skill::Skill;
-use crate::skill::manifest::{Effect, WorkspaceAccess};
+use crate::skill::manifest::{Effect, ManifestLimits, WorkspaceAccess};
+use crate::skill::policy::SkillGrant;
 
 /// Everything one version of a skill asks for.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
@@ -28,6 +29,10 @@ pub struct Permissions {
     /// Limits the manifest raises, by name (`timeout_ms`, `fuel`,
     /// `memory_mib`, `output_bytes`).
     pub limits: BTreeMap<String, u64>,
+    /// What the user gave the skill beyond its asks (`skillbox grant`),
+    /// already counted in the fields above.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub granted: Option<SkillGrant>,
 }
 
 impl Permissions {
@@ -56,17 +61,7 @@ impl Permissions {
                         .insert(format!("{}:{function}", tool.component), spec.effect);
                 }
             }
-            let limits = &manifest.limits;
-            for (name, value) in [
-                ("timeout_ms", limits.timeout_ms),
-                ("fuel", limits.fuel),
-                ("memory_mib", limits.memory_mib),
-                ("output_bytes", limits.output_bytes.map(|b| b as u64)),
-            ] {
-                if let Some(value) = value {
-                    permissions.limits.insert(name.into(), value);
-                }
-            }
+            permissions.raise_limits(&manifest.limits);
         }
         let requested = crate::skill::policy::requested(skill);
         let runs_code = !permissions.tools.is_empty() || !permissions.scripts.is_empty();
@@ -76,6 +71,33 @@ impl Permissions {
             permissions.env = requested.env.iter().cloned().collect();
         }
         permissions
+    }
+
+    /// What the skill will really get once the user's own grant is
+    /// counted: its workspace access replaced, hosts, keys and limits
+    /// added. Compared across versions, a new version that asks for what
+    /// the user already gave asks for nothing more.
+    pub fn with_grant(mut self, grant: Option<&SkillGrant>) -> Permissions {
+        let Some(grant) = grant.filter(|g| !g.is_empty()) else {
+            return self;
+        };
+        if let Some(access) = grant.workspace {
+            self.workspace = access;
+        }
+        self.network.extend(grant.network.iter().cloned());
+        self.env.extend(grant.env.iter().cloned());
+        self.raise_limits(&grant.limits);
+        self.granted = Some(grant.clone());
+        self
+    }
+
+    /// Records each limit `limits` sets.
+    fn raise_limits(&mut self, limits: &ManifestLimits) {
+        for (name, value) in limits.named() {
+            if let Some(value) = value {
+                self.limits.insert(name.into(), value);
+            }
+        }
     }
 
     /// One line per thing asked for, for a person to read.
@@ -94,7 +116,7 @@ impl Permissions {
         for script in &self.scripts {
             lines.push(format!("script {script}"));
         }
-        lines.push(format!("workspace: {}", workspace_name(self.workspace)));
+        lines.push(format!("workspace: {}", self.workspace.as_str()));
         lines.push(match self.network.is_empty() {
             true => "network: none".into(),
             false => format!("network: {}", join(&self.network)),
@@ -105,6 +127,12 @@ impl Permissions {
         });
         for (name, value) in &self.limits {
             lines.push(format!("limit {name}: {value}"));
+        }
+        if let Some(granted) = &self.granted {
+            lines.push(format!(
+                "of which granted by you (skillbox grant): {}",
+                granted.phrases().join("; ")
+            ));
         }
         lines
     }
@@ -137,8 +165,8 @@ impl Permissions {
         if workspace_rank(new.workspace) > workspace_rank(self.workspace) {
             wider.push(format!(
                 "workspace: {} -> {}",
-                workspace_name(self.workspace),
-                workspace_name(new.workspace)
+                self.workspace.as_str(),
+                new.workspace.as_str()
             ));
         }
         for host in new.network.difference(&self.network) {
@@ -186,14 +214,6 @@ fn workspace_rank(access: WorkspaceAccess) -> u8 {
     }
 }
 
-fn workspace_name(access: WorkspaceAccess) -> &'static str {
-    match access {
-        WorkspaceAccess::None => "none",
-        WorkspaceAccess::Read => "read",
-        WorkspaceAccess::Write => "write",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,5 +250,38 @@ mod tests {
         );
         // Narrowing is never a widening.
         assert!(new.widened_by(&old).is_empty());
+    }
+
+    /// A version that asks for what the user already gave asks for
+    /// nothing more; the grant is shown for what it is.
+    #[test]
+    fn what_the_user_granted_is_not_a_widening() {
+        let mut old = Permissions::default();
+        old.scripts.insert("scripts/comment.py".into());
+        old.workspace = WorkspaceAccess::Read;
+        let mut new = old.clone();
+        new.workspace = WorkspaceAccess::Write;
+        new.network.insert("api.example.com:443".into());
+        assert_eq!(
+            old.widened_by(&new),
+            [
+                "workspace: read -> write",
+                "new network host api.example.com:443"
+            ]
+        );
+        let mut grant = SkillGrant::default();
+        grant.workspace = Some(WorkspaceAccess::Write);
+        let (old, new) = (old.with_grant(Some(&grant)), new.with_grant(Some(&grant)));
+        assert_eq!(
+            old.widened_by(&new),
+            ["new network host api.example.com:443"]
+        );
+        assert!(
+            old.lines()
+                .contains(&"of which granted by you (skillbox grant): workspace write".to_string()),
+            "{:?}",
+            old.lines()
+        );
+        assert!(old.lines().contains(&"workspace: write".to_string()));
     }
 }

@@ -407,6 +407,12 @@ fn python_usage(path: &str) -> String {
 /// limit requests were clamped to the user's ceilings.
 fn grant_and_limit_notes(skill: &Skill, user: &policy::UserPolicy) -> Vec<String> {
     let mut notes = policy::grants(skill, user, None).notes;
+    if let Some(given) = user.skill_grants.get(skill.name()) {
+        notes.push(format!(
+            "the user gives this skill, beyond what it asks: {}",
+            given.phrases().join("; ")
+        ));
+    }
     if let Some(p) = &skill.provenance {
         notes.push(format!(
             "installed from {} ({}), {}",

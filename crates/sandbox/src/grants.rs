@@ -125,6 +125,11 @@ pub(crate) const SCRATCH_MOUNT: &str = "/tmp";
 pub(crate) const PACKAGES_MOUNT: &str = "/packages";
 
 impl Grants {
+    /// The names of the environment variables given, without their values.
+    pub fn env_keys(&self) -> Vec<&str> {
+        self.env.iter().map(|(key, _)| key.as_str()).collect()
+    }
+
     /// A one-line description of the grants in force, for banners, audit
     /// records and error messages. Never includes host paths.
     pub fn summary(&self) -> String {

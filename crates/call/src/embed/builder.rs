@@ -7,7 +7,7 @@ use super::{BuildError, Skillbox};
 use crate::audit::AuditLog;
 use crate::sandbox::{DiskCache, EngineOptions, Sandbox};
 use crate::skill::SourceOptions;
-use crate::skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, UserPolicy};
+use crate::skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, SkillGrant, UserPolicy};
 use crate::{ConfirmPolicy, Host, HostOptions};
 
 /// Where the host keeps something it owns (the compiled-code cache, the
@@ -143,6 +143,21 @@ impl Builder {
     /// (`"SKILL:HOST[:PORT]"`).
     pub fn allow_net(mut self, grant: NetGrant) -> Self {
         self.policy.allow_net.push(grant);
+        self
+    }
+
+    /// Gives the skill named `skill` what `grant` says, whatever its
+    /// manifest asks: its workspace access outright (write needs no
+    /// [`Builder::writable_workspace`], but a read-only host and functions
+    /// declared `read` still read), hosts and environment keys added to
+    /// what it asks, and limits that replace its own. Grants for one skill
+    /// add up; a later workspace or limit replaces an earlier one.
+    pub fn grant(mut self, skill: impl Into<String>, grant: SkillGrant) -> Self {
+        self.policy
+            .skill_grants
+            .entry(skill.into())
+            .or_default()
+            .merge(&grant);
         self
     }
 

@@ -139,13 +139,59 @@ pub enum WorkspaceAccess {
     Write,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+impl WorkspaceAccess {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkspaceAccess::None => "none",
+            WorkspaceAccess::Read => "read",
+            WorkspaceAccess::Write => "write",
+        }
+    }
+}
+
+impl std::str::FromStr for WorkspaceAccess {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "none" => Ok(WorkspaceAccess::None),
+            "read" => Ok(WorkspaceAccess::Read),
+            "write" => Ok(WorkspaceAccess::Write),
+            _ => Err(format!(
+                "workspace access `{text}` is not one of read, write, none"
+            )),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ManifestLimits {
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub fuel: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub memory_mib: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub output_bytes: Option<usize>,
+}
+
+impl ManifestLimits {
+    pub fn is_empty(&self) -> bool {
+        *self == ManifestLimits::default()
+    }
+
+    /// Each limit by its name (`timeout_ms`, `fuel`, `memory_mib`,
+    /// `output_bytes`), set or not.
+    pub fn named(&self) -> [(&'static str, Option<u64>); 4] {
+        [
+            ("timeout_ms", self.timeout_ms),
+            ("fuel", self.fuel),
+            ("memory_mib", self.memory_mib),
+            ("output_bytes", self.output_bytes.map(|b| b as u64)),
+        ]
+    }
 }
 
 impl Manifest {

@@ -4,6 +4,7 @@
 use std::path::PathBuf;
 
 use super::limits::Ceilings;
+use super::user_grants::SkillGrant;
 use crate::sandbox::{Grants, NetRule, WorkspaceGrant};
 use crate::skill::manifest::{ANY_HOST, Effect, RequestedGrants, WorkspaceAccess};
 use crate::skill::model::Skill;
@@ -81,6 +82,21 @@ pub struct UserPolicy {
     pub allow_net: Vec<NetGrant>,
     /// The most a skill's manifest may ask for.
     pub ceilings: Ceilings,
+    /// What the user gives each skill by name, beyond what it asks
+    /// (`grants.yaml` and `--grant`).
+    pub skill_grants: std::collections::BTreeMap<String, SkillGrant>,
+}
+
+impl UserPolicy {
+    /// Whether any call may get the workspace writable: `--allow-write`,
+    /// or a skill the user granted write.
+    pub fn may_write(&self) -> bool {
+        self.allow_write
+            || self
+                .skill_grants
+                .values()
+                .any(|g| g.workspace == Some(WorkspaceAccess::Write))
+    }
 }
 
 /// The grants in force for a skill, and notes on requests not granted.
@@ -135,11 +151,77 @@ pub fn bare_grants(policy: &UserPolicy) -> Resolved {
 ///
 /// A skill without a manifest (a public skill as its authors ship it) can
 /// only run Python scripts, and those read the user's files: it is taken
-/// to request the workspace read-only. Writing needs a manifest that asks.
+/// to request the workspace read-only. Writing needs a manifest that asks,
+/// or the user's own grant ([`SkillGrant`]), which decides the workspace
+/// outright and adds hosts and environment keys to what the skill asks.
 pub fn grants(skill: &Skill, policy: &UserPolicy, effect: Option<Effect>) -> Resolved {
     let mut notes = Vec::new();
     let requested = requested(skill);
-    let workspace = match (requested.workspace, &policy.workspace) {
+    let given = policy.skill_grants.get(skill.name());
+    let declared_read = effect == Some(Effect::Read);
+    let workspace = match (given.and_then(|g| g.workspace), &policy.workspace) {
+        (Some(WorkspaceAccess::None), _) => None,
+        (Some(access), Some(dir)) => Some(WorkspaceGrant {
+            host_dir: dir.clone(),
+            writable: access == WorkspaceAccess::Write && !declared_read,
+        }),
+        (Some(_), None) => None,
+        (None, _) => asked_workspace(skill, &requested, policy, declared_read, &mut notes),
+    };
+    let mut env = Vec::new();
+    for key in &requested.env {
+        if given.is_some_and(|g| g.env.contains(key)) {
+            continue;
+        }
+        match env_decision(skill.name(), key, policy) {
+            Ok(()) => {
+                if let Ok(value) = std::env::var(key) {
+                    env.push((key.clone(), value));
+                }
+            }
+            Err(note) => notes.push(note),
+        }
+    }
+    for key in given.map(|g| g.env.as_slice()).unwrap_or_default() {
+        match std::env::var(key) {
+            Ok(value) => env.push((key.clone(), value)),
+            Err(_) => notes.push(format!(
+                "environment variable {key} is granted to skill `{}` but not set where \
+                 skillbox runs",
+                skill.name()
+            )),
+        }
+    }
+    let network = network_grants(
+        skill.name(),
+        &requested.network,
+        &policy.allow_net,
+        given.map(SkillGrant::network_rules).unwrap_or_default(),
+        &mut notes,
+    );
+    Resolved {
+        grants: Grants {
+            skill_dir: Some(skill.mount()),
+            workspace,
+            env,
+            network,
+            skill_name: Some(skill.name().to_string()),
+            packages: None,
+        },
+        notes,
+    }
+}
+
+/// The workspace a skill gets from what it asks and the flags, when the
+/// user granted it nothing of its own.
+fn asked_workspace(
+    skill: &Skill,
+    requested: &RequestedGrants,
+    policy: &UserPolicy,
+    declared_read: bool,
+    notes: &mut Vec<String>,
+) -> Option<WorkspaceGrant> {
+    match (requested.workspace, &policy.workspace) {
         (WorkspaceAccess::None, Some(_)) => {
             notes.push(format!(
                 "skill `{}` does not request the workspace, so it is not mounted",
@@ -160,10 +242,11 @@ pub fn grants(skill: &Skill, policy: &UserPolicy, effect: Option<Effect>) -> Res
             let wants_write = access == WorkspaceAccess::Write;
             if skill.manifest.is_none() && policy.allow_write {
                 notes.push(format!(
-                    "skill `{}` has no skillbox.yaml, so its scripts get the workspace read-only; \
-                     --allow-write applies to skills whose manifest requests it \
-                     (grants: {{workspace: write}})",
-                    skill.name()
+                    "skill `{name}` has no skillbox.yaml, so its scripts get the workspace \
+                     read-only; --allow-write applies to skills whose manifest requests it. \
+                     The user can let it write with `skillbox grant {name} --workspace \
+                     write` (or --grant {name}:workspace=write)",
+                    name = skill.name()
                 ));
             }
             if wants_write && !policy.allow_write {
@@ -172,50 +255,23 @@ pub fn grants(skill: &Skill, policy: &UserPolicy, effect: Option<Effect>) -> Res
                     skill.name()
                 ));
             }
-            let declared_read = effect == Some(Effect::Read);
             Some(WorkspaceGrant {
                 host_dir: dir.clone(),
                 writable: wants_write && policy.allow_write && !declared_read,
             })
         }
-    };
-    let mut env = Vec::new();
-    for key in &requested.env {
-        match env_decision(skill.name(), key, policy) {
-            Ok(()) => {
-                if let Ok(value) = std::env::var(key) {
-                    env.push((key.clone(), value));
-                }
-            }
-            Err(note) => notes.push(note),
-        }
-    }
-    let network = network_grants(
-        skill.name(),
-        &requested.network,
-        &policy.allow_net,
-        &mut notes,
-    );
-    Resolved {
-        grants: Grants {
-            skill_dir: Some(skill.mount()),
-            workspace,
-            env,
-            network,
-            skill_name: Some(skill.name().to_string()),
-            packages: None,
-        },
-        notes,
     }
 }
 
-/// The hosts a skill may reach: each user grant for it that it requested
-/// (or any, when it requests `*`). Requests not granted, and grants not
-/// requested, become notes.
+/// The hosts a skill may reach: those the user granted the skill outright
+/// (`outright`), and each `--allow-net` grant for it that it requested (or
+/// any, when it requests `*`). Requests not granted, and `--allow-net`
+/// grants not requested, become notes.
 fn network_grants(
     skill: &str,
     requested: &[String],
     given: &[NetGrant],
+    outright: Vec<NetRule>,
     notes: &mut Vec<String>,
 ) -> Vec<NetRule> {
     let any = requested.iter().any(|r| r == ANY_HOST);
@@ -228,7 +284,7 @@ fn network_grants(
                 (Some(a), g) => g == Some(a),
             }
     };
-    let mut out = Vec::new();
+    let mut out = outright;
     for grant in given.iter().filter(|g| g.skill == skill) {
         if any
             || requested_rules
@@ -297,5 +353,91 @@ mod tests {
         );
         assert!(":TOKEN".parse::<EnvGrant>().is_err());
         assert!("a:1X".parse::<EnvGrant>().is_err());
+    }
+
+    /// A skill as public skills ship, with no manifest, from a real
+    /// folder.
+    fn public_skill(root: &std::path::Path) -> Skill {
+        let dir = root.join("docx");
+        std::fs::create_dir_all(dir.join("scripts")).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            "---\nname: docx\ndescription: Edits documents. A unit-test fixture.\n---\nRun it.\n",
+        )
+        .unwrap();
+        std::fs::write(dir.join("scripts/comment.py"), "print(1)\n").unwrap();
+        let source = crate::skill::Source {
+            kind: crate::skill::SourceKind::User,
+            root: root.to_path_buf(),
+            trusted: true,
+        };
+        let (skill, _) = crate::skill::model::load(
+            &dir,
+            &source,
+            crate::skill::frontmatter::Strictness::Lenient,
+        );
+        skill.unwrap()
+    }
+
+    #[test]
+    fn the_users_own_grant_decides_the_workspace_and_adds_hosts_and_keys() {
+        let root = tempfile::tempdir().unwrap();
+        let skill = public_skill(root.path());
+        let mut policy = UserPolicy {
+            workspace: Some(root.path().to_path_buf()),
+            ..UserPolicy::default()
+        };
+        let writable = |policy: &UserPolicy, effect| {
+            grants(&skill, policy, effect)
+                .grants
+                .workspace
+                .map(|w| w.writable)
+        };
+        // As shipped: read-only, even with --allow-write, and told how.
+        policy.allow_write = true;
+        assert_eq!(writable(&policy, None), Some(false));
+        let notes = grants(&skill, &policy, None).notes.join(" ");
+        assert!(
+            notes.contains("skillbox grant docx --workspace write"),
+            "{notes}"
+        );
+
+        // Granted write: writable without --allow-write; a function
+        // declared read still reads.
+        policy.allow_write = false;
+        let grant = policy.skill_grants.entry("docx".into()).or_default();
+        grant.workspace = Some(WorkspaceAccess::Write);
+        grant.network = vec!["api.example.com:443".into()];
+        grant.env = vec!["PATH".into(), "SKILLBOX_UNSET_FOR_TEST".into()];
+        assert!(policy.may_write());
+        assert_eq!(writable(&policy, None), Some(true));
+        assert_eq!(writable(&policy, Some(Effect::Read)), Some(false));
+        let resolved = grants(&skill, &policy, None);
+        assert_eq!(resolved.grants.network.len(), 1);
+        assert_eq!(resolved.grants.env_keys(), ["PATH"]);
+        let notes = resolved.notes.join(" ");
+        assert!(
+            notes.contains("SKILLBOX_UNSET_FOR_TEST is granted to skill `docx` but not set"),
+            "{notes}"
+        );
+        assert!(!notes.contains("api.example.com"), "{notes}");
+
+        // Limits the user gives are the user's word: above the ceilings,
+        // and below what a command's own flags say.
+        let granted = policy.skill_grants.get_mut("docx").unwrap();
+        granted.limits.fuel = Some(policy.ceilings.fuel * 2);
+        granted.limits.memory_mib = Some(1024);
+        let script = crate::sandbox::SideEffect::Script;
+        let mut overrides = super::super::LimitOverrides::default();
+        let (limits, _) = super::super::limits(Some(&skill), script, &policy, &overrides);
+        assert_eq!(limits.fuel, policy.ceilings.fuel * 2);
+        assert_eq!(limits.memory_bytes, 1024 * crate::sandbox::MIB);
+        overrides.fuel = Some(5);
+        let (limits, _) = super::super::limits(Some(&skill), script, &policy, &overrides);
+        assert_eq!(limits.fuel, 5);
+
+        // `none` keeps it away from the workspace, whatever it asks.
+        policy.skill_grants.get_mut("docx").unwrap().workspace = Some(WorkspaceAccess::None);
+        assert_eq!(writable(&policy, None), None);
     }
 }

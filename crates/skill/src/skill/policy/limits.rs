@@ -7,6 +7,8 @@ use crate::sandbox::{Limits, MIB, SideEffect};
 use crate::skill::manifest::ManifestLimits;
 use crate::skill::model::Skill;
 
+use super::grants::UserPolicy;
+
 /// The largest limits a skill's manifest may request. Requests above are
 /// clamped to these; only the user raises them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +30,18 @@ pub(super) const DEFAULT_CEILING_TIMEOUT: Duration = Duration::from_secs(60);
 pub(super) const DEFAULT_CEILING_FUEL: u64 = 60_000_000_000;
 pub(super) const DEFAULT_CEILING_MEMORY_BYTES: usize = 256 * MIB;
 pub(super) const DEFAULT_CEILING_OUTPUT_BYTES: usize = 8 * MIB;
+
+impl Ceilings {
+    /// No ceiling: for what the user gives, which is never clamped.
+    fn unbounded() -> Self {
+        Ceilings {
+            timeout: Duration::MAX,
+            fuel: u64::MAX,
+            memory_bytes: usize::MAX,
+            output_bytes: usize::MAX,
+        }
+    }
+}
 
 impl Default for Ceilings {
     fn default() -> Self {
@@ -69,13 +83,14 @@ pub struct LimitOverrides {
 }
 
 /// Limits for a call of `class`: the class defaults, then the skill's
-/// manifest clamped to the user's ceilings, then the user's overrides.
-/// Returns a note for every request that was clamped. A component file
-/// the user named has no skill, and no manifest to ask with.
+/// manifest clamped to the user's ceilings, then what the user granted the
+/// skill (not clamped), then the user's overrides. Returns a note for
+/// every request that was clamped. A component file the user named has no
+/// skill, and no manifest to ask with.
 pub fn limits(
     skill: Option<&Skill>,
     class: SideEffect,
-    ceilings: &Ceilings,
+    policy: &UserPolicy,
     overrides: &LimitOverrides,
 ) -> (Limits, Vec<String>) {
     let mut limits = Limits::for_class(class);
@@ -83,10 +98,13 @@ pub fn limits(
     if let Some(skill) = skill
         && let Some(m) = skill.manifest.as_ref().map(|m| &m.limits)
     {
-        notes = apply_requests(&mut limits, m, ceilings)
+        notes = apply_requests(&mut limits, m, &policy.ceilings)
             .into_iter()
             .map(|c| format!("skill `{}` {c}", skill.name()))
             .collect();
+    }
+    if let Some(granted) = skill.and_then(|s| policy.skill_grants.get(s.name())) {
+        apply_requests(&mut limits, &granted.limits, &Ceilings::unbounded());
     }
     overrides.apply(&mut limits);
     (limits, notes)

@@ -5,13 +5,17 @@
 //! - `grants.rs`: the user's grants, and what a call of a skill gets;
 //! - `limits.rs`: ceilings on what a manifest may request, the user's
 //!   overrides, and a call's limits;
+//! - `user_grants.rs`: what the user gives one skill, kept with the user
+//!   (`grants.yaml`, `skillbox grant`, `--grant`);
 //! - `startup.rs`: the checks of the policy against the catalog and the
 //!   host's own state, before anything runs.
 
 mod grants;
 mod limits;
 mod startup;
+mod user_grants;
 
 pub use grants::{EnvGrant, NetGrant, Resolved, UserPolicy, bare_grants, grants, requested};
 pub use limits::{Ceilings, LimitOverrides, apply_requests, limits};
 pub use startup::{HostState, PolicyError, check_env_grants, check_net_grants, check_write_grant};
+pub use user_grants::{GRANTS_FILE, GrantFlag, GrantsError, SkillGrant, UserGrants};

@@ -46,9 +46,10 @@ pub enum PolicyError {
     /// A writable workspace that contains, or sits inside, the host's own
     /// state.
     #[error(
-        "--allow-write refused: the workspace {relation} {what} ({}). A tool with write access \
-         there could change code the host runs. Choose a workspace that does not overlap it, \
-         drop --allow-write, or move that folder (for the cache: SKILLBOX_CACHE_DIR; for the \
+        "write access refused (--allow-write, or a skill granted workspace write): the \
+         workspace {relation} {what} ({}). A tool with write access there could change code \
+         the host runs. Choose a workspace that does not overlap it, drop the write grant \
+         (--allow-write; --no-user-grants for a skill's), or move that folder (for the cache: SKILLBOX_CACHE_DIR; for the \
          state folder: SKILLBOX_STATE_DIR; for the audit log: --audit FILE).",
         path.display()
     )]
@@ -126,7 +127,7 @@ pub struct HostState {
 /// or the state folder. A guest with that grant could rewrite a skill's
 /// code or the host's compiled code.
 pub fn check_write_grant(policy: &UserPolicy, protected: &[HostState]) -> Result<(), PolicyError> {
-    let (Some(workspace), true) = (&policy.workspace, policy.allow_write) else {
+    let (Some(workspace), true) = (&policy.workspace, policy.may_write()) else {
         return Ok(());
     };
     let Ok(ws) = std::fs::canonicalize(workspace) else {

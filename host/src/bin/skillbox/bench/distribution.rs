@@ -204,6 +204,7 @@ pub(super) async fn run(
             trusted: TrustedKeys::load(None, std::slice::from_ref(&pub_path))?,
             allow_unsigned: false,
             allow_signer_change: false,
+            grants: Default::default(),
         };
         let start = Instant::now();
         let plan = lifecycle::plan(&reference, &settings, &sandbox).await?;

@@ -16,6 +16,7 @@ use skillbox_distribute::registry::RegistryOptions;
 use skillbox_distribute::sign::{self, SigningKey, TrustedKeys};
 use skillbox_distribute::{Plan, Settings, lifecycle, publish};
 use skillbox_sandbox::Sandbox;
+use skillbox_skill::skill::policy::UserGrants;
 
 /// How to reach registries.
 #[derive(Args, Debug, Clone)]
@@ -267,6 +268,10 @@ fn settings(
         trusted,
         allow_unsigned: trust.is_some_and(|t| t.allow_unsigned),
         allow_signer_change: trust.is_some_and(|t| t.allow_signer_change),
+        grants: match UserGrants::default_path() {
+            Some(file) => UserGrants::load(&file).map_err(usage)?,
+            None => UserGrants::default(),
+        },
     })
 }
 

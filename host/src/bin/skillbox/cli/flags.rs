@@ -1,5 +1,6 @@
 //! Flags several commands share: grants, limits and skill sources.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -9,7 +10,9 @@ use super::CliError;
 use skillbox::{Builder, Skillbox};
 use skillbox_sandbox::{MAX_MEMORY_BYTES, MIB};
 use skillbox_skill::skill::SourceOptions;
-use skillbox_skill::skill::policy::{Ceilings, EnvGrant, LimitOverrides, NetGrant, UserPolicy};
+use skillbox_skill::skill::policy::{
+    Ceilings, EnvGrant, GrantFlag, LimitOverrides, NetGrant, SkillGrant, UserGrants, UserPolicy,
+};
 
 /// A flag that takes one of `names`, parsed with the library type's own
 /// `FromStr`, so the library needs no command-line derive.
@@ -66,6 +69,16 @@ pub(super) struct SandboxFlags {
     /// when named as an IP here. With --component, SKILL is not checked.
     #[arg(long, value_name = "SKILL:HOST[:PORT]")]
     pub allow_net: Vec<NetGrant>,
+    /// Give a skill something whatever its skillbox.yaml asks, as
+    /// `skillbox grant` does for good: SKILL:workspace=read|write|none,
+    /// SKILL:net=HOST[:PORT], SKILL:env=KEY, or a limit
+    /// (SKILL:timeout-ms=N, fuel, memory-mib, output-bytes). Repeatable.
+    #[arg(long, value_name = "SKILL:WHAT=VALUE")]
+    pub grant: Vec<GrantFlag>,
+    /// Ignore the grants kept in the user's configuration (grants.yaml,
+    /// written by `skillbox grant`): only this command's flags grant.
+    #[arg(long)]
+    pub no_user_grants: bool,
     /// Outgoing HTTP requests one call may send (default: 16).
     #[arg(long, value_name = "N")]
     pub net_max_requests: Option<u32>,
@@ -140,7 +153,28 @@ impl SandboxFlags {
             allow_env: self.allow_env.clone(),
             allow_net: self.allow_net.clone(),
             ceilings,
+            skill_grants: self.skill_grants()?,
         })
+    }
+
+    /// What the user gives each skill: the grants file (unless
+    /// --no-user-grants), then the --grant flags.
+    fn skill_grants(&self) -> Result<BTreeMap<String, SkillGrant>, CliError> {
+        let mut grants = match (self.no_user_grants, UserGrants::default_path()) {
+            (false, Some(file)) => {
+                UserGrants::load(&file)
+                    .map_err(|e| CliError::Usage(e.to_string()))?
+                    .skills
+            }
+            _ => BTreeMap::new(),
+        };
+        for flag in &self.grant {
+            grants
+                .entry(flag.skill.clone())
+                .or_default()
+                .merge(&flag.grant);
+        }
+        Ok(grants)
     }
 
     /// A host builder for a component file the user names: no skills,
@@ -208,6 +242,9 @@ impl SandboxFlags {
         }
         for grant in policy.allow_net {
             builder = builder.allow_net(grant);
+        }
+        for (skill, grant) in policy.skill_grants {
+            builder = builder.grant(skill, grant);
         }
         Ok(builder)
     }

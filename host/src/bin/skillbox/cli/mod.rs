@@ -8,6 +8,7 @@ mod author;
 mod compile;
 mod distribute;
 mod flags;
+mod grant;
 mod memory;
 mod prepare;
 mod serve;
@@ -65,6 +66,11 @@ enum Command {
     /// Serve the skills and their sandboxed tools over MCP (stdio, or
     /// Streamable HTTP with --http).
     Serve(Box<serve::ServeArgs>),
+    /// Give a skill what its skillbox.yaml does not ask for (the
+    /// workspace, hosts, environment keys, limits), kept in your
+    /// configuration so an installed skill's lock keeps holding; --list
+    /// shows every grant, --revoke takes one back.
+    Grant(grant::GrantArgs),
     /// Run a task with a model, skills and sandboxed tools, in a bounded,
     /// traced loop.
     Agent(Box<agent::AgentArgs>),
@@ -208,6 +214,7 @@ fn run(cli: Cli) -> Result<ExitCode, CliError> {
         Command::RunScript(args) => tool::run_script(args),
         Command::RunCode(args) => tool::run_code(args),
         Command::Prepare(args) => prepare::run(args),
+        Command::Grant(args) => grant::run(args),
         Command::Serve(args) => serve::serve(*args),
         Command::Agent(args) => agent::agent(*args),
         Command::Skills(command) => skills::run(command),

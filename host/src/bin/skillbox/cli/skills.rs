@@ -10,6 +10,7 @@ use super::flags::SourceFlags;
 use super::{CliError, print_json};
 use skillbox_sandbox::Sandbox;
 use skillbox_skill::skill::diagnostic::has_errors;
+use skillbox_skill::skill::policy::UserGrants;
 use skillbox_skill::skill::{Catalog, Skill, check, tokens, tools};
 
 #[derive(Subcommand, Debug)]
@@ -79,6 +80,11 @@ fn tool_count(skill: &Skill) -> String {
 
 fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
     let catalog = Catalog::build(&sources.options());
+    let grants = match UserGrants::default_path() {
+        Some(file) => UserGrants::load(&file).map_err(|e| CliError::Usage(e.to_string()))?,
+        None => UserGrants::default(),
+    };
+    let granted = |name: &str| grants.skills.get(name);
     if as_json {
         let skills: Vec<Value> = catalog
             .skills()
@@ -98,6 +104,7 @@ fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
                     "model_invocable": s.model_invocable(),
                     "user_invocable": s.user_invocable(),
                     "provenance": s.provenance,
+                    "granted": granted(s.name()),
                 })
             })
             .collect();
@@ -108,7 +115,7 @@ fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
         }));
         return Ok(ExitCode::SUCCESS);
     }
-    let rows: Vec<[String; 9]> = catalog
+    let rows: Vec<[String; 10]> = catalog
         .skills()
         .map(|s| {
             let warned = catalog
@@ -124,13 +131,17 @@ fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
                 tokens::count(&catalog_entry(s)).to_string(),
                 if warned { "warnings" } else { "ok" }.to_string(),
                 origin(s),
+                granted(s.name())
+                    .map(|g| g.phrases().join("; "))
+                    .unwrap_or_else(|| "-".into()),
                 s.dir.display().to_string(),
             ]
         })
         .collect();
     print_table(
         &[
-            "NAME", "SOURCE", "TRUST", "TOOLS", "SCRIPTS", "TIER-1", "STATUS", "ORIGIN", "FOLDER",
+            "NAME", "SOURCE", "TRUST", "TOOLS", "SCRIPTS", "TIER-1", "STATUS", "ORIGIN", "GRANTED",
+            "FOLDER",
         ],
         &rows,
     );
