@@ -132,8 +132,10 @@ def hint(error):
                 "script cannot use it here; do that step another way."
             )
         if top in C_EXTENSION_PACKAGES or _has_c_extension(top):
+            project = PROJECT_OF_IMPORT.get(top, top)
+            named = f"`{top}`" if project == top else f"`{top}` (the PyPI project `{project}`)"
             return (
-                f"`{top}` is compiled (C-extension) code, which this sandbox cannot load: only "
+                f"{named} is compiled (C-extension) code, which this sandbox cannot load: only "
                 "pure-Python packages run here. Use a pure-Python alternative, or a WebAssembly "
                 "tool of the skill."
             )
@@ -221,9 +223,10 @@ def hint(error):
             if (path == WORKSPACE or path.startswith(WORKSPACE + "/")) and _CODE[0] is not None:
                 return (
                     "/workspace is read-only for this call. run_code writes there only when "
-                    "the user allows writing (--allow-write), as a skill's code only when the "
-                    "skill's skillbox.yaml asks for it too, and never on a read-only server; "
-                    "otherwise write to /tmp and print the result."
+                    "the user allows writing: --allow-write (as a skill's code, when the "
+                    "skill's skillbox.yaml asks for it too), or a write grant the user gave "
+                    "the skill (skillbox grant); never on a read-only server. Otherwise "
+                    "write to /tmp and print the result."
                 )
             if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
                 return (

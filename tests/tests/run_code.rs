@@ -160,42 +160,47 @@ fn code_never_sees_the_secrets_given_to_its_skill() {
             .unwrap()
             .into()
     };
-    let grant = ["--allow-env", "keeper:KEEPER_TOKEN"];
-
-    let script = with_token(
-        &[
+    // Given as the skill asks (--allow-env), or by the user outright
+    // (--grant, as `skillbox grant` does for good): the same for code.
+    for grant in [
+        ["--allow-env", "keeper:KEEPER_TOKEN"],
+        ["--grant", "keeper:env=KEEPER_TOKEN"],
+    ] {
+        let script = with_token(
             &[
-                "run-script",
-                "--skills",
-                skills,
-                "--script",
-                "keeper/scripts/show.py",
-            ][..],
-            &grant,
-        ]
-        .concat(),
-    );
-    assert_eq!(script.code, 0, "{script:?}");
-    assert!(
-        script.stdout.contains("token: [redacted:KEEPER_TOKEN]"),
-        "{script:?}"
-    );
+                &[
+                    "run-script",
+                    "--skills",
+                    skills,
+                    "--script",
+                    "keeper/scripts/show.py",
+                ][..],
+                &grant,
+            ]
+            .concat(),
+        );
+        assert_eq!(script.code, 0, "{script:?}");
+        assert!(
+            script.stdout.contains("token: [redacted:KEEPER_TOKEN]"),
+            "{script:?}"
+        );
 
-    let code = with_token(
-        &[
-            &["run-code", "--skills", skills, "--skill", "keeper"][..],
-            &grant,
-            &[probe],
-        ]
-        .concat(),
-    );
-    assert_eq!(code.code, 0, "{code:?}");
-    assert_eq!(code.stdout.trim(), "token: None 0", "{code:?}");
-    code.stderr_says(&[
-        "does not pass environment variables (KEEPER_TOKEN)",
-        "run_script",
-    ]);
-    assert!(!format!("{code:?}").contains("5ecret"), "{code:?}");
+        let code = with_token(
+            &[
+                &["run-code", "--skills", skills, "--skill", "keeper"][..],
+                &grant,
+                &[probe],
+            ]
+            .concat(),
+        );
+        assert_eq!(code.code, 0, "{code:?}");
+        assert_eq!(code.stdout.trim(), "token: None 0", "{code:?}");
+        code.stderr_says(&[
+            "does not pass environment variables (KEEPER_TOKEN)",
+            "run_script",
+        ]);
+        assert!(!format!("{code:?}").contains("5ecret"), "{code:?}");
+    }
 }
 
 /// The text of a tool result, errors included.

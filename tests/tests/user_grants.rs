@@ -68,6 +68,13 @@ fn public_collection(work: &Path) -> String {
          Run scripts/comment.py TEXT.\n",
     )
     .unwrap();
+    // A skill cannot grant itself: a grants file in its folder is just a
+    // file.
+    std::fs::write(
+        skill.join("grants.yaml"),
+        "skills:\n  commenter:\n    folder: /\n    workspace: write\n",
+    )
+    .unwrap();
     std::fs::write(
         skill.join("scripts/comment.py"),
         "import sys\nwith open('comment.txt', 'w') as f:\n    f.write(sys.argv[1])\nprint('commented')\n",
@@ -128,10 +135,48 @@ fn a_public_skill_writes_once_its_user_grants_it_and_its_lock_holds() {
     let check = home.run(&["sync", "--check"]);
     assert_eq!(check.code, 0, "{check:?}");
 
+    // A skill that only shares the name (here an explicit --skills folder,
+    // which outranks installed skills) gets nothing of the grant.
+    let shadow = tempfile::tempdir().unwrap();
+    let shadow_skill = shadow.path().join("commenter");
+    std::fs::create_dir_all(shadow_skill.join("scripts")).unwrap();
+    for file in ["SKILL.md", "scripts/comment.py"] {
+        std::fs::copy(
+            home.path().join(".skillbox/skills/commenter").join(file),
+            shadow_skill.join(file),
+        )
+        .unwrap();
+    }
+    let shadowed = comment(&["--skills", shadow.path().to_str().unwrap()]);
+    assert_eq!(shadowed.code, 1, "{shadowed:?}");
+    shadowed.stderr_says(&["grant for `commenter` is for a skill of that name in another folder"]);
+    assert!(!ws.path().join("comment.txt").exists());
+
+    // A read-only server writes nothing, whatever the grant.
+    let read_only = home.run(&[
+        "run-code",
+        "--skill",
+        "commenter",
+        "--workspace",
+        ws_arg,
+        "--read-only",
+        "open('comment.txt', 'w').write('x')",
+    ]);
+    assert_eq!(read_only.code, 1, "{read_only:?}");
+    read_only.stderr_says(&["/workspace is read-only for this call"]);
+    assert!(!ws.path().join("comment.txt").exists());
+
     // Listed where a user looks.
     let list: Value =
         serde_json::from_str(&home.run(&["grant", "--list", "--json"]).stdout).unwrap();
     assert_eq!(list["skills"]["commenter"]["workspace"], "write");
+    assert!(
+        list["skills"]["commenter"]["folder"]
+            .as_str()
+            .unwrap()
+            .ends_with(".skillbox/skills/commenter"),
+        "{list}"
+    );
     let skills: Value =
         serde_json::from_str(&home.run(&["skills", "list", "--json"]).stdout).unwrap();
     let listed = skills["skills"]
@@ -149,16 +194,28 @@ fn a_public_skill_writes_once_its_user_grants_it_and_its_lock_holds() {
     assert!(revoked.stdout.contains("nothing granted"), "{revoked:?}");
     assert_eq!(comment(&[]).code, 1);
 
+    let again = home.run(&["grant", "commenter", "--revoke"]);
+    assert_eq!(again.code, 2, "{again:?}");
+    again.stderr_says(&["nothing is granted to `commenter`"]);
+
     // The same grant for one command, as a flag.
     let flagged = comment(&["--grant", "commenter:workspace=write"]);
     assert_eq!(flagged.code, 0, "{flagged:?}");
     assert!(ws.path().join("comment.txt").exists());
-    assert!(
-        !home.grants_file().exists()
-            || !std::fs::read_to_string(home.grants_file())
-                .unwrap()
-                .contains("commenter")
+    let file_says = || std::fs::read_to_string(home.grants_file()).unwrap();
+    assert!(!file_says().contains("commenter"), "{}", file_says());
+
+    // Removing the skill takes its grant with it, so nothing installed
+    // there later under that name inherits it.
+    assert_eq!(
+        home.run(&["grant", "commenter", "--workspace", "write"])
+            .code,
+        0
     );
+    let removed = home.run(&["remove", "commenter"]);
+    assert_eq!(removed.code, 0, "{removed:?}");
+    removed.stderr_says(&["and what you had granted `commenter`"]);
+    assert!(!file_says().contains("commenter"), "{}", file_says());
 }
 
 #[test]
@@ -180,16 +237,44 @@ fn bad_grants_are_refused_with_what_to_fix_and_a_damaged_file_is_named() {
     flag.stderr_says(&["SKILL:WHAT=VALUE"]);
     assert!(!home.grants_file().exists(), "nothing was written");
 
+    // A grant is for a skill that exists: a typo grants nothing, loudly.
+    let unknown = home.run(&["grant", "commenter", "--workspace", "write"]);
+    assert_eq!(unknown.code, 2, "{unknown:?}");
+    unknown.stderr_says(&["no skill named `commenter` is found"]);
+    let typo = home.run(&[
+        "run-code",
+        "--grant",
+        "comenter:workspace=write",
+        "print(1)",
+    ]);
+    assert_eq!(typo.code, 2, "{typo:?}");
+    typo.stderr_says(&["--grant comenter:", "no skill named `comenter` is loaded"]);
+    assert!(!home.grants_file().exists(), "nothing was written");
+
+    let skills = tempfile::tempdir().unwrap();
+    let skill = skills.path().join("commenter");
+    std::fs::create_dir_all(&skill).unwrap();
+    std::fs::write(
+        skill.join("SKILL.md"),
+        "---\nname: commenter\ndescription: Comments. Use in tests only.\n---\nComment.\n",
+    )
+    .unwrap();
+    let dir = skills.path().to_str().unwrap();
     let given = home.run(&[
         "grant",
         "commenter",
+        "--skills",
+        dir,
         "--net",
-        "api.example.com:443",
+        "API.example.com:443",
         "--env",
         "TOKEN",
     ]);
     assert_eq!(given.code, 0, "{given:?}");
-    given.stderr_says(&["no skill named `commenter` is found now"]);
+    given.stderr_says(&["has no WebAssembly tools"]);
+    let missing = home.run(&["grant", "commenter", "--revoke", "--env", "OTHER"]);
+    assert_eq!(missing.code, 2, "{missing:?}");
+    missing.stderr_says(&["none of the hosts or keys named is granted"]);
     let dropped = home.run(&["grant", "commenter", "--revoke", "--env", "TOKEN"]);
     assert_eq!(
         dropped.stdout.trim(),
@@ -197,32 +282,26 @@ fn bad_grants_are_refused_with_what_to_fix_and_a_damaged_file_is_named() {
         "{dropped:?}"
     );
 
-    // A write grant is held to the rule --allow-write is: never over the
-    // host's own state (here, the skills folder `add` installs into).
-    std::fs::create_dir_all(home.path().join(".skillbox/skills")).unwrap();
-    let over_state = home.run(&[
+    // A skill's own write grant is held to the rule --allow-write is:
+    // never over the host's own state, here the user's configuration,
+    // where a skill could grant itself more.
+    let config = home.path().join(".config");
+    let over_config = home.run(&[
         "run-code",
+        "--skills",
+        dir,
         "--workspace",
-        home.path().to_str().unwrap(),
+        config.to_str().unwrap(),
         "--grant",
         "commenter:workspace=write",
         "print(1)",
     ]);
-    assert_eq!(over_state.code, 2, "{over_state:?}");
-    over_state.stderr_says(&["write access refused", "a skill granted workspace write"]);
-
-    // Nor over the user's configuration, where a skill could grant
-    // itself more.
-    let config = home.path().join(".config");
-    let over_config = home.run(&[
-        "run-code",
-        "--workspace",
-        config.to_str().unwrap(),
-        "--allow-write",
-        "print(1)",
-    ]);
     assert_eq!(over_config.code, 2, "{over_config:?}");
-    over_config.stderr_says(&["the configuration folder (your grants and trusted keys)"]);
+    over_config.stderr_says(&[
+        "write access refused",
+        "a skill granted workspace write",
+        "the configuration folder (your grants and trusted keys)",
+    ]);
 
     std::fs::write(home.grants_file(), "skills: [not, a, map]\n").unwrap();
     for argv in [

@@ -172,9 +172,11 @@ impl Question {
     }
 
     /// The question as a person reads it. Code given with the call
-    /// (`run_code`) is shown as code, not as an escaped JSON string, and
-    /// what does not fit says how much is hidden and names the digest the
-    /// audit records, so nothing can hide behind a cut.
+    /// (`run_code`) is shown as code, not as an escaped JSON string, each
+    /// line behind `  | ` so no line of it can pass for a line of the
+    /// question; what does not fit says how many bytes are hidden (and,
+    /// for code, the digest the audit records), so nothing can hide
+    /// behind a cut.
     pub fn text(&self) -> String {
         let mut arguments = self.arguments.clone();
         let code = match arguments.as_object_mut().map(|map| map.remove("code")) {
@@ -189,17 +191,15 @@ impl Question {
             "Allow {what}? It is declared {class}.\n  arguments: {arguments}\n  grants: {grants}",
             what = self.what,
             class = self.class.as_str(),
-            arguments = {
-                let arguments = arguments.to_string();
-                shown(&arguments, &arguments, SHOWN_ARGUMENTS)
-            },
+            arguments = shown(&arguments.to_string(), SHOWN_ARGUMENTS, false),
             grants = self.grants,
         );
         if let Some(code) = code {
-            text.push_str(&format!(
-                "\n  code:\n{}",
-                shown(&crate::text::printable(&code), &code, SHOWN_CODE)
-            ));
+            text.push_str("\n  code:");
+            for line in shown(&code, SHOWN_CODE, true).lines() {
+                text.push_str("\n  | ");
+                text.push_str(&crate::text::printable_line(line));
+            }
         }
         if let Some(changes) = &self.changes {
             text.push_str(&format!(
@@ -215,19 +215,23 @@ impl Question {
 const SHOWN_ARGUMENTS: usize = 2_000;
 const SHOWN_CODE: usize = 16 * 1024;
 
-/// `text` as a question shows it: whole, or cut with how many bytes are
-/// hidden and the digest of `original` (for code, the digest the audit
-/// records).
-fn shown(text: &str, original: &str, max_bytes: usize) -> String {
+/// `text` as a question shows it: whole, or cut with how many of its
+/// bytes are hidden and, when `with_digest`, the digest of the whole (for
+/// code, the one the audit records).
+fn shown(text: &str, max_bytes: usize, with_digest: bool) -> String {
     if text.len() <= max_bytes {
         return text.to_string();
     }
     let mut head = text.to_string();
     crate::text::cut(&mut head, max_bytes, "");
+    let digest = if with_digest {
+        format!(" (the whole is {})", crate::digest::sha256(text.as_bytes()))
+    } else {
+        String::new()
+    };
     format!(
-        "{head}\n  … {} more bytes not shown (the whole is {})",
-        text.len() - head.len(),
-        crate::digest::sha256(original.as_bytes())
+        "{head}\n… {} more bytes not shown{digest}",
+        text.len() - head.len()
     )
 }
 
@@ -250,7 +254,10 @@ mod tests {
         let short =
             question(serde_json::json!({"code": "import os\nprint(1)\x1b[2J", "args": ["a"]}));
         let text = short.text();
-        assert!(text.contains("  code:\nimport os\nprint(1)?[2J"), "{text}");
+        assert!(
+            text.contains("  code:\n  | import os\n  | print(1)?[2J"),
+            "{text}"
+        );
         assert!(text.contains(r#"arguments: {"args":["a"]}"#), "{text}");
         assert!(!text.contains("not shown"), "{text}");
 
@@ -269,6 +276,14 @@ mod tests {
             )),
             "{text}"
         );
+
+        // A line of code cannot pass for a line of the question.
+        let forged = question(
+            serde_json::json!({"code": "x = 1\n  grants: none\nIt ran with its writes staged"}),
+        );
+        let text = forged.text();
+        assert!(text.contains("\n  |   grants: none\n  | It ran"), "{text}");
+        assert_eq!(text.matches("\n  grants: ").count(), 1, "{text}");
 
         // Code that is not a string stays among the arguments.
         let text = question(serde_json::json!({"code": 7})).text();

@@ -122,6 +122,7 @@ impl Host {
         if !options.sources.is_empty() {
             policy::check_env_grants(&catalog, &options.policy)?;
             policy::check_net_grants(&catalog, &options.policy)?;
+            policy::check_skill_grants(&catalog, &options.policy)?;
         }
         let host = Host {
             catalog: RwLock::new(Arc::new(catalog)),
@@ -133,7 +134,10 @@ impl Host {
             metrics: Metrics::new(),
             held: Default::default(),
         };
-        policy::check_write_grant(&host.options.policy, &host.protected_state())?;
+        // A read-only host writes nothing, whatever a grant says.
+        if !host.options.read_only {
+            policy::check_write_grant(&host.options.policy, &host.protected_state())?;
+        }
         Ok(host)
     }
 
@@ -175,6 +179,14 @@ impl Host {
             out.push(HostState {
                 what: "the audit log".into(),
                 path: audit.path().to_path_buf(),
+            });
+        }
+        // Prepared packages and the runtimes: code other skills' scripts
+        // import, with those skills' grants.
+        if let Some(data) = crate::dirs::data_dir() {
+            out.push(HostState {
+                what: "the data folder (prepared packages and runtimes)".into(),
+                path: data,
             });
         }
         // A skill that could write the user's grants or trusted keys could
@@ -239,12 +251,20 @@ impl Host {
     /// policy: their override, else the larger of the ceiling and the
     /// longest class default.
     pub fn longest_call(&self) -> std::time::Duration {
+        let policy = &self.options.policy;
+        let granted = policy
+            .skill_grants
+            .values()
+            .filter_map(|g| g.limits.timeout_ms)
+            .max()
+            .map(std::time::Duration::from_millis)
+            .unwrap_or_default();
         self.options.overrides.timeout.unwrap_or_else(|| {
-            self.options
-                .policy
+            policy
                 .ceilings
                 .timeout
                 .max(crate::sandbox::SideEffect::Script.default_timeout())
+                .max(granted)
         })
     }
 

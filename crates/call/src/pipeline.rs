@@ -257,7 +257,12 @@ impl Host {
         let (limits, clamped) = policy::limits(
             prepared.skill.as_deref(),
             prepared.class,
-            &self.options.policy,
+            &self.options.policy.ceilings,
+            prepared
+                .skill
+                .as_deref()
+                .and_then(|s| self.options.policy.grant_for(s))
+                .map(|g| &g.limits),
             &self.options.overrides,
         );
         let mut notes = resolved.notes;

@@ -180,14 +180,19 @@ pub fn pull(reference: &GitRef) -> Result<GitPull, GitError> {
         let found: Vec<&str> = entries
             .iter()
             .filter_map(|e| e.path.strip_suffix(&format!("/{SKILL_FILE}")))
-            .take(10)
             .collect();
+        // Every skill, up to a screenful; past that, how many more.
+        const LISTED: usize = 50;
+        let listed = match found.len().checked_sub(LISTED) {
+            Some(more) if more > 0 => format!("{} and {more} more", found[..LISTED].join(", ")),
+            _ => found.join(", "),
+        };
         let why = match (found.is_empty(), reference.path.as_deref()) {
             (true, _) => "the repository holds no SKILL.md at all".to_string(),
             (false, at) => format!(
                 "there is no SKILL.md {}; skills in it: {} (name one with #path=SUBDIR)",
                 at.map_or("at its root".to_string(), |p| format!("in `{p}`")),
-                found.join(", ")
+                listed
             ),
         };
         return Err(GitError::NotASkill {

@@ -61,6 +61,10 @@ pub(crate) fn render(server: &Shared, endpoint: &str) -> String {
             "{} (read-write where a skill requests write)",
             dir.display()
         ),
+        (Some(dir), false) if policy.may_write() && !host.options.read_only => format!(
+            "{} (read-only, except for the skills you granted write)",
+            dir.display()
+        ),
         (Some(dir), false) => format!("{} (read-only)", dir.display()),
     };
     let _ = writeln!(

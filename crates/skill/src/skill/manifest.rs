@@ -182,6 +182,17 @@ impl ManifestLimits {
         *self == ManifestLimits::default()
     }
 
+    /// These limits without those `other` sets.
+    pub fn without(&self, other: &ManifestLimits) -> ManifestLimits {
+        let keep = |mine: Option<u64>, theirs: Option<u64>| mine.filter(|_| theirs.is_none());
+        ManifestLimits {
+            timeout_ms: keep(self.timeout_ms, other.timeout_ms),
+            fuel: keep(self.fuel, other.fuel),
+            memory_mib: keep(self.memory_mib, other.memory_mib),
+            output_bytes: self.output_bytes.filter(|_| other.output_bytes.is_none()),
+        }
+    }
+
     /// Each limit by its name (`timeout_ms`, `fuel`, `memory_mib`,
     /// `output_bytes`), set or not.
     pub fn named(&self) -> [(&'static str, Option<u64>); 4] {

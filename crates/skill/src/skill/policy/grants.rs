@@ -88,6 +88,16 @@ pub struct UserPolicy {
 }
 
 impl UserPolicy {
+    /// The user's grant for `skill`: one given by name for this run, or one
+    /// bound to the very folder `skill` was loaded from. A skill that only
+    /// shares the name (a project skill shadowing an installed one, a
+    /// `--skills DIR` copy) gets nothing of a grant bound elsewhere.
+    pub fn grant_for(&self, skill: &Skill) -> Option<&SkillGrant> {
+        self.skill_grants
+            .get(skill.name())
+            .filter(|g| g.folder.as_ref().is_none_or(|folder| *folder == skill.dir))
+    }
+
     /// Whether any call may get the workspace writable: `--allow-write`,
     /// or a skill the user granted write.
     pub fn may_write(&self) -> bool {
@@ -157,7 +167,15 @@ pub fn bare_grants(policy: &UserPolicy) -> Resolved {
 pub fn grants(skill: &Skill, policy: &UserPolicy, effect: Option<Effect>) -> Resolved {
     let mut notes = Vec::new();
     let requested = requested(skill);
-    let given = policy.skill_grants.get(skill.name());
+    let given = policy.grant_for(skill);
+    if given.is_none() && policy.skill_grants.contains_key(skill.name()) {
+        notes.push(format!(
+            "the user's grant for `{name}` is for a skill of that name in another folder, so \
+             this one gets nothing of it; the user can give it its own with `skillbox grant \
+             {name}`",
+            name = skill.name()
+        ));
+    }
     let declared_read = effect == Some(Effect::Read);
     let workspace = match (given.and_then(|g| g.workspace), &policy.workspace) {
         (Some(WorkspaceAccess::None), _) => None,
@@ -281,7 +299,8 @@ fn network_grants(
             && match (asked.port, grant.port) {
                 (None, None) => true,
                 (None, Some(p)) => p == 80 || p == 443,
-                (Some(a), g) => g == Some(a),
+                (Some(a), None) => a == 80 || a == 443,
+                (Some(a), Some(g)) => a == g,
             }
     };
     let mut out = outright;
@@ -429,11 +448,14 @@ mod tests {
         granted.limits.memory_mib = Some(1024);
         let script = crate::sandbox::SideEffect::Script;
         let mut overrides = super::super::LimitOverrides::default();
-        let (limits, _) = super::super::limits(Some(&skill), script, &policy, &overrides);
+        let granted = policy.grant_for(&skill).map(|g| &g.limits);
+        let (limits, _) =
+            super::super::limits(Some(&skill), script, &policy.ceilings, granted, &overrides);
         assert_eq!(limits.fuel, policy.ceilings.fuel * 2);
         assert_eq!(limits.memory_bytes, 1024 * crate::sandbox::MIB);
         overrides.fuel = Some(5);
-        let (limits, _) = super::super::limits(Some(&skill), script, &policy, &overrides);
+        let (limits, _) =
+            super::super::limits(Some(&skill), script, &policy.ceilings, granted, &overrides);
         assert_eq!(limits.fuel, 5);
 
         // `none` keeps it away from the workspace, whatever it asks.

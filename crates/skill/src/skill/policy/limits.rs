@@ -7,8 +7,6 @@ use crate::sandbox::{Limits, MIB, SideEffect};
 use crate::skill::manifest::ManifestLimits;
 use crate::skill::model::Skill;
 
-use super::grants::UserPolicy;
-
 /// The largest limits a skill's manifest may request. Requests above are
 /// clamped to these; only the user raises them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,7 +88,8 @@ pub struct LimitOverrides {
 pub fn limits(
     skill: Option<&Skill>,
     class: SideEffect,
-    policy: &UserPolicy,
+    ceilings: &Ceilings,
+    granted: Option<&ManifestLimits>,
     overrides: &LimitOverrides,
 ) -> (Limits, Vec<String>) {
     let mut limits = Limits::for_class(class);
@@ -98,13 +97,16 @@ pub fn limits(
     if let Some(skill) = skill
         && let Some(m) = skill.manifest.as_ref().map(|m| &m.limits)
     {
-        notes = apply_requests(&mut limits, m, &policy.ceilings)
+        // A limit the user granted replaces the manifest's, so its clamp
+        // is no news.
+        let asked = granted.map_or_else(|| m.clone(), |g| m.without(g));
+        notes = apply_requests(&mut limits, &asked, ceilings)
             .into_iter()
             .map(|c| format!("skill `{}` {c}", skill.name()))
             .collect();
     }
-    if let Some(granted) = skill.and_then(|s| policy.skill_grants.get(s.name())) {
-        apply_requests(&mut limits, &granted.limits, &Ceilings::unbounded());
+    if let Some(granted) = granted {
+        apply_requests(&mut limits, granted, &Ceilings::unbounded());
     }
     overrides.apply(&mut limits);
     (limits, notes)

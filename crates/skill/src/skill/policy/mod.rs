@@ -17,5 +17,8 @@ mod user_grants;
 
 pub use grants::{EnvGrant, NetGrant, Resolved, UserPolicy, bare_grants, grants, requested};
 pub use limits::{Ceilings, LimitOverrides, apply_requests, limits};
-pub use startup::{HostState, PolicyError, check_env_grants, check_net_grants, check_write_grant};
+pub use startup::{
+    HostState, PolicyError, check_env_grants, check_net_grants, check_skill_grants,
+    check_write_grant,
+};
 pub use user_grants::{GRANTS_FILE, GrantFlag, GrantsError, SkillGrant, UserGrants};

@@ -1,6 +1,6 @@
 //! Checks of the user's policy before anything runs: grants that name no
-//! loaded skill, an environment key several skills request, and a write
-//! grant over the host's own state. Each is a [`PolicyError`] that says
+//! loaded skill or cannot be used, an environment key several skills
+//! request, and a write grant over the host's own state. Each is a [`PolicyError`] that says
 //! what to change.
 
 use std::path::{Path, PathBuf};
@@ -29,6 +29,25 @@ pub enum PolicyError {
         skill: String,
         /// The environment variable.
         key: String,
+    },
+    /// `--grant SKILL:…` (a grant by name for this run) names a skill that
+    /// is not loaded.
+    #[error(
+        "--grant {skill}:…: no skill named `{skill}` is loaded (skills list shows the skills \
+         found)"
+    )]
+    GrantForUnknownSkill {
+        /// The skill the grant names.
+        skill: String,
+    },
+    /// A grant that cannot be used (a host that is not `host[:port]`, a key
+    /// that is not a variable name, a limit out of range).
+    #[error("the grant for skill `{skill}` cannot be used: {why}")]
+    InvalidGrant {
+        /// The skill the grant names.
+        skill: String,
+        /// What is wrong, for a person.
+        why: String,
     },
     /// A bare `--allow-env KEY` that more than one skill requests.
     #[error(
@@ -61,6 +80,25 @@ pub enum PolicyError {
         /// Where it is.
         path: PathBuf,
     },
+}
+
+/// Refuses a grant that cannot be used, and a grant by name for this run
+/// that names no loaded skill (most often a typo). A grant bound to a
+/// folder (the user's grants file) may name a skill this run does not
+/// load: it waits for that skill.
+pub fn check_skill_grants(catalog: &Catalog, policy: &UserPolicy) -> Result<(), PolicyError> {
+    for (skill, grant) in &policy.skill_grants {
+        grant.check().map_err(|why| PolicyError::InvalidGrant {
+            skill: skill.clone(),
+            why,
+        })?;
+        if grant.folder.is_none() && catalog.get(skill).is_none() {
+            return Err(PolicyError::GrantForUnknownSkill {
+                skill: skill.clone(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Refuses an `--allow-net` grant naming a skill that is not loaded (most

@@ -34,6 +34,14 @@ const HEADER: &str = "# What you give each skill, beyond what its skillbox.yaml 
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 #[non_exhaustive]
 pub struct SkillGrant {
+    /// The folder of the skill the user gave this to, as the catalog
+    /// found it (`skillbox grant` records it). A skill of the same name
+    /// from another folder (a project skill, `--skills DIR`, a different
+    /// install) gets nothing of it. `None` for a grant by name for one
+    /// command (`--grant`, the embedding API), which must name a loaded
+    /// skill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<PathBuf>,
     /// The skill's workspace access, whatever its manifest asks.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace: Option<WorkspaceAccess>,
@@ -49,8 +57,12 @@ pub struct SkillGrant {
 }
 
 impl SkillGrant {
+    /// Whether it gives nothing (where it is bound does not count).
     pub fn is_empty(&self) -> bool {
-        *self == SkillGrant::default()
+        self.workspace.is_none()
+            && self.network.is_empty()
+            && self.env.is_empty()
+            && self.limits.is_empty()
     }
 
     /// Why this grant cannot be used, for a person: a host that is not
@@ -106,12 +118,17 @@ impl SkillGrant {
     /// Adds `other` to this grant: its workspace and limits replace, its
     /// hosts and keys are added.
     pub fn merge(&mut self, other: &SkillGrant) {
+        if other.folder.is_some() {
+            self.folder = other.folder.clone();
+        }
         if other.workspace.is_some() {
             self.workspace = other.workspace;
         }
-        for host in &other.network {
-            if !self.network.contains(host) {
-                self.network.push(host.clone());
+        // Hosts are kept as their rules spell them, so one host is one
+        // entry however it was typed.
+        for rule in other.network_rules() {
+            if !self.network_rules().contains(&rule) {
+                self.network.push(rule.to_string());
             }
         }
         for key in &other.env {
@@ -124,6 +141,20 @@ impl SkillGrant {
         mine.fuel = theirs.fuel.or(mine.fuel);
         mine.memory_mib = theirs.memory_mib.or(mine.memory_mib);
         mine.output_bytes = theirs.output_bytes.or(mine.output_bytes);
+    }
+
+    /// Takes back the hosts and keys `other` names, hosts compared as
+    /// rules (`API.example.com` is `api.example.com`); returns how many
+    /// were taken back.
+    pub fn take_back(&mut self, other: &SkillGrant) -> usize {
+        let before = self.network.len() + self.env.len();
+        let named: Vec<NetRule> = other.network_rules();
+        self.network.retain(|host| {
+            host.parse::<NetRule>()
+                .map_or(true, |rule| !named.contains(&rule))
+        });
+        self.env.retain(|key| !other.env.contains(key));
+        before - self.network.len() - self.env.len()
     }
 
     /// One short phrase per thing given, for lists and notes.
@@ -270,6 +301,12 @@ impl UserGrants {
             grant
                 .check()
                 .map_err(|why| invalid(format!("skill `{skill}`: {why}")))?;
+            if grant.folder.is_none() {
+                return Err(invalid(format!(
+                    "skill `{skill}` has no `folder:` naming the skill it is for (skillbox \
+                     grant records it, so a skill that only shares the name gets nothing)"
+                )));
+            }
         }
         Ok(grants)
     }
@@ -346,6 +383,7 @@ mod tests {
                 .entry("docx".into())
                 .or_default()
                 .merge(&SkillGrant {
+                    folder: Some("/skills/docx".into()),
                     workspace: Some(WorkspaceAccess::Write),
                     env: vec!["TOKEN".into()],
                     ..SkillGrant::default()
@@ -376,5 +414,77 @@ mod tests {
         std::fs::write(&file, "skills:\n  web:\n    network: ['*']\n").unwrap();
         let error = UserGrants::load(&file).unwrap_err().to_string();
         assert!(error.contains("skill `web`: network `*`"), "{error}");
+
+        // A grant names the folder of the skill it is for.
+        std::fs::write(&file, "skills:\n  web:\n    workspace: read\n").unwrap();
+        let error = UserGrants::load(&file).unwrap_err().to_string();
+        assert!(error.contains("has no `folder:`"), "{error}");
+
+        // Past 1 MiB the file is refused, not read on.
+        let padding = format!("#{}\n", "x".repeat(MAX_GRANTS_BYTES as usize));
+        std::fs::write(&file, padding).unwrap();
+        let error = UserGrants::load(&file).unwrap_err().to_string();
+        assert!(error.contains("larger than 1 MiB"), "{error}");
+    }
+
+    #[test]
+    fn limits_out_of_range_are_refused() {
+        let mut grant = SkillGrant::default();
+        grant.limits.memory_mib = Some(4097);
+        assert!(grant.check().unwrap_err().contains("between 1 and 4096"));
+        grant.limits.memory_mib = Some(4096);
+        assert!(grant.check().is_ok());
+        for zero in [
+            "pdf:timeout-ms=0",
+            "pdf:fuel=0",
+            "pdf:output-bytes=0",
+            "pdf:memory-mib=0",
+        ] {
+            assert!(zero.parse::<GrantFlag>().is_err(), "{zero}");
+        }
+    }
+
+    /// Commands that edit at once each land: none writes over another's
+    /// change.
+    #[test]
+    fn edits_at_once_all_land() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("grants.yaml");
+        std::thread::scope(|scope| {
+            for n in 0..8 {
+                let file = &file;
+                scope.spawn(move || {
+                    UserGrants::edit(file, |g| {
+                        let host = SkillGrant {
+                            folder: Some("/skills/web".into()),
+                            network: vec![format!("h{n}.example.com")],
+                            ..SkillGrant::default()
+                        };
+                        g.skills.entry("web".into()).or_default().merge(&host);
+                    })
+                    .unwrap();
+                });
+            }
+        });
+        let grants = UserGrants::load(&file).unwrap();
+        assert_eq!(grants.skills["web"].network.len(), 8, "{grants:?}");
+    }
+
+    #[test]
+    fn hosts_are_kept_and_taken_back_as_rules() {
+        let named = |hosts: &[&str]| SkillGrant {
+            network: hosts.iter().map(|h| h.to_string()).collect(),
+            ..SkillGrant::default()
+        };
+        let mut grant = SkillGrant::default();
+        grant.merge(&named(&[
+            "API.example.com",
+            "api.example.com",
+            "b.example.com:8443",
+        ]));
+        assert_eq!(grant.network, ["api.example.com", "b.example.com:8443"]);
+        assert_eq!(grant.take_back(&named(&["Api.Example.com"])), 1);
+        assert_eq!(grant.take_back(&named(&["b.example.com"])), 0);
+        assert_eq!(grant.network, ["b.example.com:8443"]);
     }
 }

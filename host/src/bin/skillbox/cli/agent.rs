@@ -246,7 +246,19 @@ fn run_agent<M: Model>(
     // client-side deadline is the backstop.
     let grace = Duration::from_secs(2);
     let override_ms = args.sandbox.timeout_ms;
-    let pick = |default_ms: u64| Duration::from_millis(override_ms.unwrap_or(default_ms)) + grace;
+    // A skill the user gave a longer limit (skillbox grant --timeout-ms)
+    // is waited for that long.
+    let granted_ms = args
+        .sandbox
+        .policy()?
+        .skill_grants
+        .values()
+        .filter_map(|g| g.limits.timeout_ms)
+        .max()
+        .unwrap_or(0);
+    let pick = |default_ms: u64| {
+        Duration::from_millis(override_ms.unwrap_or(default_ms.max(granted_ms))) + grace
+    };
 
     let runtime = runtime()?;
     runtime.block_on(async {

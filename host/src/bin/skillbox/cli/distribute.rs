@@ -269,7 +269,7 @@ fn settings(
         allow_unsigned: trust.is_some_and(|t| t.allow_unsigned),
         allow_signer_change: trust.is_some_and(|t| t.allow_signer_change),
         grants: match UserGrants::default_path() {
-            Some(file) => UserGrants::load(&file).map_err(usage)?,
+            Some(file) => UserGrants::load(&file).map_err(super::flags::grants_error)?,
             None => UserGrants::default(),
         },
     })
@@ -313,6 +313,18 @@ fn confirm(plan: &Plan, yes: bool, verb: &str) -> Result<bool, CliError> {
     }
     for warning in &plan.warnings {
         let _ = writeln!(err, "  warning: {warning}");
+    }
+    // The same name from somewhere else is another skill in its place.
+    if let Some(previous) = plan
+        .previous
+        .as_ref()
+        .filter(|p| p.reference != plan.entry.reference)
+    {
+        let _ = writeln!(
+            err,
+            "  it replaces the installed `{}` from {}",
+            plan.name, previous.reference
+        );
     }
     if !plan.widened.is_empty() {
         let _ = writeln!(
@@ -460,5 +472,27 @@ pub(super) fn remove(args: RemoveArgs) -> Result<ExitCode, CliError> {
     let recovered = lifecycle::remove(&root, &args.name).map_err(usage)?;
     report_recovery(&recovered);
     eprintln!("skillbox: removed `{}` and its lock entry", args.name);
+    // A grant bound to the folder just emptied would pass to whatever is
+    // installed there next under that name: it goes with the skill.
+    if let Some(file) = UserGrants::default_path() {
+        let folder = std::fs::canonicalize(&root)
+            .unwrap_or_else(|_| root.clone())
+            .join(&args.name);
+        let bound = |grants: &UserGrants| {
+            grants
+                .skills
+                .get(&args.name)
+                .is_some_and(|g| g.folder.as_ref() == Some(&folder))
+        };
+        if UserGrants::load(&file).is_ok_and(|g| bound(&g)) {
+            UserGrants::edit(&file, |grants| {
+                if bound(grants) {
+                    grants.skills.remove(&args.name);
+                }
+            })
+            .map_err(super::flags::grants_error)?;
+            eprintln!("skillbox: and what you had granted `{}`", args.name);
+        }
+    }
     Ok(ExitCode::SUCCESS)
 }

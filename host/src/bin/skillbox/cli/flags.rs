@@ -11,7 +11,8 @@ use skillbox::{Builder, Skillbox};
 use skillbox_sandbox::{MAX_MEMORY_BYTES, MIB};
 use skillbox_skill::skill::SourceOptions;
 use skillbox_skill::skill::policy::{
-    Ceilings, EnvGrant, GrantFlag, LimitOverrides, NetGrant, SkillGrant, UserGrants, UserPolicy,
+    Ceilings, EnvGrant, GrantFlag, GrantsError, LimitOverrides, NetGrant, SkillGrant, UserGrants,
+    UserPolicy,
 };
 
 /// A flag that takes one of `names`, parsed with the library type's own
@@ -43,7 +44,8 @@ pub(super) struct SandboxFlags {
     /// used least recently are removed first (default: 2048).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     pub cache_max_mib: Option<u64>,
-    /// Mount this folder at /workspace (read-only unless --allow-write).
+    /// Mount this folder at /workspace (read-only unless --allow-write, or
+    /// a skill's own write grant).
     #[arg(long, value_name = "DIR")]
     pub workspace: Option<PathBuf>,
     /// Let the guest write to the workspace.
@@ -161,11 +163,7 @@ impl SandboxFlags {
     /// --no-user-grants), then the --grant flags.
     fn skill_grants(&self) -> Result<BTreeMap<String, SkillGrant>, CliError> {
         let mut grants = match (self.no_user_grants, UserGrants::default_path()) {
-            (false, Some(file)) => {
-                UserGrants::load(&file)
-                    .map_err(|e| CliError::Usage(e.to_string()))?
-                    .skills
-            }
+            (false, Some(file)) => UserGrants::load(&file).map_err(grants_error)?.skills,
             _ => BTreeMap::new(),
         };
         for flag in &self.grant {
@@ -247,6 +245,15 @@ impl SandboxFlags {
             builder = builder.grant(skill, grant);
         }
         Ok(builder)
+    }
+}
+
+/// A grants file that cannot be used: one the user must fix is a usage
+/// error (exit 2), one that cannot be read or written is not (exit 1).
+pub(super) fn grants_error(e: GrantsError) -> CliError {
+    match e {
+        GrantsError::Invalid { .. } | GrantsError::NoFolder => CliError::Usage(e.to_string()),
+        e => CliError::Other(e.into()),
     }
 }
 

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::Args;
 use serde_json::json;
 
-use super::flags::SourceFlags;
+use super::flags::{SourceFlags, grants_error};
 use super::{CliError, print_json};
 use skillbox_sandbox::text;
 use skillbox_skill::skill::Catalog;
@@ -49,7 +49,8 @@ pub(super) struct GrantArgs {
     #[arg(long, value_name = "N")]
     output_bytes: Option<usize>,
     /// Take back: everything given to the skill, or only the hosts and
-    /// keys named with --net and --env.
+    /// keys named with --net and --env (to change the workspace or a
+    /// limit, grant it again).
     #[arg(long, conflicts_with_all = ["workspace", "limits", "list"])]
     revoke: bool,
     /// Print JSON.
@@ -61,57 +62,90 @@ pub(super) struct GrantArgs {
 
 pub(super) fn run(args: GrantArgs) -> Result<ExitCode, CliError> {
     let file = UserGrants::default_path().ok_or_else(|| {
-        CliError::Usage("no configuration folder: set HOME or XDG_CONFIG_HOME".into())
+        CliError::Usage(
+            "no configuration folder to keep grants in: set HOME, XDG_CONFIG_HOME or \
+             SKILLBOX_CONFIG_DIR"
+                .into(),
+        )
     })?;
-    let fail = |e: skillbox_skill::skill::policy::GrantsError| CliError::Usage(e.to_string());
     let Some(skill) = args.skill.clone() else {
-        return list(&UserGrants::load(&file).map_err(fail)?, args.json);
+        return list(&UserGrants::load(&file).map_err(grants_error)?, args.json);
     };
-    let given = args.given();
+    let mut given = args.given();
     given
         .check()
         .map_err(|why| CliError::Usage(format!("skillbox grant {skill}: {why}")))?;
     let grants = if args.revoke {
-        UserGrants::edit(&file, |grants| {
-            let Some(grant) = grants.skills.get_mut(&skill) else {
-                return;
-            };
-            if given.network.is_empty() && given.env.is_empty() {
-                *grant = SkillGrant::default();
-            }
-            grant.network.retain(|h| !given.network.contains(h));
-            grant.env.retain(|k| !given.env.contains(k));
-        })
-        .map_err(fail)?
+        revoke(&file, &skill, &given)?
     } else if given.is_empty() {
-        UserGrants::load(&file).map_err(fail)?
+        UserGrants::load(&file).map_err(grants_error)?
     } else {
+        // A grant is for the skill found now, by its folder: another skill
+        // that only shares the name never gets it.
+        let catalog = Catalog::build(&args.sources.options());
+        let found = catalog.get(&skill).ok_or_else(|| {
+            CliError::Usage(format!(
+                "no skill named `{}` is found; install it first (skillbox add), or name the \
+                 folder it is in with --skills DIR (skillbox skills list shows the skills found)",
+                text::printable_line(&skill)
+            ))
+        })?;
+        given.folder = Some(found.dir.clone());
+        let has_tools = found.manifest.as_ref().is_some_and(|m| !m.tools.is_empty());
+        if !given.network.is_empty() && !has_tools {
+            eprintln!(
+                "note: `{skill}` has no WebAssembly tools, and its Python scripts have no HTTP \
+                 client in the sandbox yet, so nothing of it can reach these hosts for now; \
+                 the grant is kept for when it can"
+            );
+        }
         UserGrants::edit(&file, |grants| {
-            grants
-                .skills
-                .entry(skill.clone())
-                .or_default()
-                .merge(&given)
+            let entry = grants.skills.entry(skill.clone()).or_default();
+            if entry.folder != given.folder {
+                // The same name in another folder: a new skill, a new grant.
+                *entry = SkillGrant::default();
+            }
+            entry.merge(&given);
         })
-        .map_err(fail)?
+        .map_err(grants_error)?
     };
     let now = grants.skills.get(&skill).cloned().unwrap_or_default();
     if args.json {
-        print_json(&json!({"skill": skill, "granted": now, "file": file}));
+        print_json(&json!({"skill": skill, "granted": now}));
     } else if now.is_empty() {
         println!("{skill}: nothing granted beyond what its skillbox.yaml asks");
     } else {
         println!("{skill}: {}", now.phrases().join("; "));
     }
-    let catalog = Catalog::build(&args.sources.options());
-    if catalog.get(&skill).is_none() {
-        eprintln!(
-            "note: no skill named `{}` is found now; the grant applies when one is \
-             (skills list shows the skills found)",
-            text::printable_line(&skill)
-        );
-    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Takes back what `named` names of `skill`'s grant (all of it when it
+/// names no host or key); refuses when there is nothing of it to take.
+fn revoke(file: &std::path::Path, skill: &str, named: &SkillGrant) -> Result<UserGrants, CliError> {
+    let current = UserGrants::load(file).map_err(grants_error)?;
+    let Some(grant) = current.skills.get(skill) else {
+        return Err(CliError::Usage(format!(
+            "skillbox grant {skill} --revoke: nothing is granted to `{skill}` (skillbox grant \
+             --list shows what is)"
+        )));
+    };
+    let whole = named.network.is_empty() && named.env.is_empty();
+    if !whole && grant.clone().take_back(named) == 0 {
+        return Err(CliError::Usage(format!(
+            "skillbox grant {skill} --revoke: none of the hosts or keys named is granted to \
+             `{skill}`; it has: {}",
+            grant.phrases().join("; ")
+        )));
+    }
+    UserGrants::edit(file, |grants| {
+        if whole {
+            grants.skills.remove(skill);
+        } else if let Some(grant) = grants.skills.get_mut(skill) {
+            grant.take_back(named);
+        }
+    })
+    .map_err(grants_error)
 }
 
 impl GrantArgs {

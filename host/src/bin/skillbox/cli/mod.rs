@@ -56,8 +56,8 @@ enum Command {
     /// the script's own exit code (WASI 0.2 reports failures as 1).
     RunScript(tool::RunScriptArgs),
     /// Run Python code in the sandbox, as `python -c` would: as a skill's
-    /// code with --skill (its folder, packages, network and limits, not
-    /// its secrets), else with the workspace and no network.
+    /// code with --skill (its folder, packages and limits, not its
+    /// secrets), else with the workspace alone.
     ///
     /// Writes to the workspace are staged and committed like a script's
     /// (--dry-run and --patch keep them); skillbox exits with the code's

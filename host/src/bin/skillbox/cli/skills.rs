@@ -81,7 +81,7 @@ fn tool_count(skill: &Skill) -> String {
 fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
     let catalog = Catalog::build(&sources.options());
     let grants = match UserGrants::default_path() {
-        Some(file) => UserGrants::load(&file).map_err(|e| CliError::Usage(e.to_string()))?,
+        Some(file) => UserGrants::load(&file).map_err(super::flags::grants_error)?,
         None => UserGrants::default(),
     };
     let granted = |name: &str| grants.skills.get(name);

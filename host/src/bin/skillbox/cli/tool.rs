@@ -62,7 +62,7 @@ pub(super) struct RunScriptArgs {
 #[derive(Args, Debug)]
 #[command(mut_arg("only", |arg| arg.help(
     "Run the code as this skill's: its folder at /skill (its modules import), its prepared \
-     packages, network and limits; not its environment variables. Loads only this skill."
+     packages and limits; not its environment variables. Loads only this skill."
 )))]
 pub(super) struct RunCodeArgs {
     /// The Python code to run (or give it with --file).
