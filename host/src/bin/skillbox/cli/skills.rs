@@ -84,7 +84,14 @@ fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
         Some(file) => UserGrants::load(&file).map_err(super::flags::grants_error)?,
         None => UserGrants::default(),
     };
-    let granted = |name: &str| grants.skills.get(name);
+    // Only a grant for the folder listed: one bound elsewhere is not this
+    // skill's.
+    let granted = |skill: &Skill| {
+        grants
+            .skills
+            .get(skill.name())
+            .filter(|g| g.folder.as_ref() == Some(&skill.dir))
+    };
     if as_json {
         let skills: Vec<Value> = catalog
             .skills()
@@ -104,7 +111,7 @@ fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
                     "model_invocable": s.model_invocable(),
                     "user_invocable": s.user_invocable(),
                     "provenance": s.provenance,
-                    "granted": granted(s.name()),
+                    "granted": granted(s),
                 })
             })
             .collect();
@@ -131,7 +138,7 @@ fn list(sources: &SourceFlags, as_json: bool) -> Result<ExitCode, CliError> {
                 tokens::count(&catalog_entry(s)).to_string(),
                 if warned { "warnings" } else { "ok" }.to_string(),
                 origin(s),
-                granted(s.name())
+                granted(s)
                     .map(|g| g.phrases().join("; "))
                     .unwrap_or_else(|| "-".into()),
                 s.dir.display().to_string(),
