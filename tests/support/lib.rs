@@ -34,6 +34,21 @@ pub fn foreign_components() -> Option<&'static Path> {
     (!dir.is_empty()).then(|| Path::new(dir))
 }
 
+/// Whether the official MCP Python SDK can be imported; CI requires it.
+pub fn python_sdk() -> bool {
+    let found = Command::new("python3")
+        .args(["-c", "import mcp.client.stdio"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found && std::env::var_os("SKILLBOX_REQUIRE_MCP_SDK").is_some() {
+        panic!("the MCP Python SDK is required (pip install mcp)");
+    }
+    if !found {
+        eprintln!("skipped: the MCP Python SDK is not installed (pip install mcp)");
+    }
+    found
+}
+
 /// Whether the Python runtime was built (`scripts/build-runtimes`) for the
 /// binary under test, which finds it in `target/runtimes/`. Compiles it
 /// into the shared test cache once per test process, so tests running at

@@ -364,6 +364,137 @@ async fn a_read_only_server_offers_run_code_with_the_workspace_read_only() {
     client.cancel().await.unwrap();
 }
 
+/// Through the official MCP Python SDK: code that writes waits for the
+/// user's yes (`--confirm write`), the question shows the code and the
+/// change it would make, and a decline leaves the workspace as it was.
+#[test]
+fn through_the_python_sdk_a_declined_write_by_code_stays_unwritten() {
+    if !python_runtime() || !skillbox_e2e::python_sdk() {
+        return;
+    }
+    let skills = helper_skill();
+    let ws = workspace(&[("keep.txt", "x")]);
+    let arguments = json!({"skill": "shouter", "code": WRITES});
+    let ask = |answer: &str| -> Value {
+        let out = std::process::Command::new("python3")
+            .arg(skillbox_e2e::repo().join("tests/support/python/confirm_client.py"))
+            .args([answer, "run_code", &arguments.to_string()])
+            .arg(skillbox_e2e::skillbox_bin())
+            .args([
+                "--tools",
+                "all",
+                "--confirm",
+                "write",
+                "--allow-write",
+                "--skills",
+            ])
+            .arg(skills.path())
+            .arg("--workspace")
+            .arg(ws.path())
+            .current_dir(skillbox_e2e::repo())
+            .envs(skillbox_e2e::hermetic_env())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+
+    let declined = ask("decline");
+    let question = declined["asked"][0].as_str().unwrap_or_default();
+    for part in [
+        "  code:\n  | from core.shout import shout",
+        "  | print(shout('done'))",
+        "It would change:",
+        "out.txt",
+    ] {
+        assert!(
+            question.contains(part),
+            "{part:?} is not in the question: {declined}"
+        );
+    }
+    assert_eq!(declined["is_error"], true, "{declined}");
+    assert!(!ws.path().join("out.txt").exists(), "a decline wrote");
+
+    let accepted = ask("accept");
+    assert_eq!(accepted["is_error"], false, "{accepted}");
+    assert!(
+        accepted["text"].as_str().unwrap().contains("DONE!"),
+        "{accepted}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("out.txt")).unwrap(),
+        "WRITTEN!"
+    );
+}
+
+/// The hostile scripts' set, as code: each stops on its limit or its
+/// missing capability with the error that names it, and the server keeps
+/// serving.
+#[tokio::test]
+async fn hostile_code_gets_its_precise_error_and_the_host_keeps_serving() {
+    if !python_runtime() {
+        return;
+    }
+    const HOSTILE_CODE: &[(&str, &[&str])] = &[
+        ("while True:\n    pass\n", &["out of fuel", "--fuel"]),
+        (
+            "chunks = []\nwhile True:\n    chunks.append(bytearray(1 << 20))\n",
+            &["memory limit", "--memory-mib"],
+        ),
+        (
+            "import sys\nwhile True:\n    sys.stdout.write('y' * 65536)\n",
+            &["output limit", "--max-output-bytes"],
+        ),
+        (
+            "for i in range(20000):\n    open(f'/tmp/f{i}', 'w').close()\n",
+            &["quota", "--scratch-quota-entries"],
+        ),
+        (
+            "print(open('/etc/passwd').read())\n",
+            &["`/etc/passwd` is outside what this code may see"],
+        ),
+        (
+            "print(open('/workspace/../../../etc/hostname').read())\n",
+            &["outside what this code may see"],
+        ),
+        (
+            "import subprocess\nsubprocess.run(['sh', '-c', 'id'])\n",
+            &["runs no processes"],
+        ),
+    ];
+    let ws = workspace(&[("a.txt", "a")]);
+    let (client, _) = connect_stdio(&[
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--fuel",
+        "2000000000",
+    ])
+    .await;
+    for (code, says) in HOSTILE_CODE {
+        let result = call(&client, "run_code", json!({"code": code})).await;
+        let all = all_text(&result);
+        for part in *says {
+            assert!(all.contains(part), "{code}: lacks {part:?}: {all}");
+        }
+        assert!(
+            !all.contains("/tmp/skillbox"),
+            "{code}: a host path leaked: {all}"
+        );
+    }
+    let ok = call(
+        &client,
+        "run_code",
+        json!({"code": "print('still serving')"}),
+    )
+    .await;
+    assert_says(&ok, &["still serving"]);
+    client.cancel().await.unwrap();
+}
+
 /// A one-page PDF whose page shows `text`, built by hand (objects, then a
 /// cross-reference table with their real offsets) so the test needs no
 /// PDF library of its own.

@@ -680,21 +680,6 @@ fn an_agent_dry_run_writes_a_patch_that_git_applies_to_the_tree_the_run_would_ma
     );
 }
 
-/// Whether the official MCP Python SDK can be imported; CI requires it.
-fn python_sdk() -> bool {
-    let found = std::process::Command::new("python3")
-        .args(["-c", "import mcp.client.stdio"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found && std::env::var_os("SKILLBOX_REQUIRE_MCP_SDK").is_some() {
-        panic!("the MCP Python SDK is required (pip install mcp)");
-    }
-    if !found {
-        eprintln!("skipped: the MCP Python SDK is not installed (pip install mcp)");
-    }
-    found
-}
-
 /// The stager's tool declared destructive, so the default policy asks.
 fn destructive_stager() -> tempfile::TempDir {
     let kit = stager();
@@ -709,7 +694,7 @@ fn destructive_stager() -> tempfile::TempDir {
 
 #[test]
 fn the_question_shows_the_staged_diff_and_only_an_approval_commits() {
-    if !python_sdk() {
+    if !skillbox_e2e::python_sdk() {
         return;
     }
     let kit = destructive_stager();
