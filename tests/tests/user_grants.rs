@@ -151,6 +151,16 @@ fn a_public_skill_writes_once_its_user_grants_it_and_its_lock_holds() {
     assert_eq!(shadowed.code, 1, "{shadowed:?}");
     shadowed.stderr_says(&["grant for `commenter` is for a skill of that name in another folder"]);
     assert!(!ws.path().join("comment.txt").exists());
+    // A grant by name for one command is for whichever skill of that name
+    // loads: the user names it there and then.
+    let named = comment(&[
+        "--skills",
+        shadow.path().to_str().unwrap(),
+        "--grant",
+        "commenter:workspace=write",
+    ]);
+    assert_eq!(named.code, 0, "{named:?}");
+    std::fs::remove_file(ws.path().join("comment.txt")).unwrap();
 
     // A read-only server writes nothing, whatever the grant.
     let read_only = home.run(&[

@@ -253,8 +253,7 @@ impl Host {
     pub fn longest_call(&self) -> std::time::Duration {
         let policy = &self.options.policy;
         let granted = policy
-            .skill_grants
-            .values()
+            .all_grants()
             .filter_map(|g| g.limits.timeout_ms)
             .max()
             .map(std::time::Duration::from_millis)

@@ -254,15 +254,15 @@ impl Host {
             }
         };
         let resolved = self.grants_of(&prepared);
+        let granted = prepared
+            .skill
+            .as_deref()
+            .and_then(|s| self.options.policy.grant_for(s));
         let (limits, clamped) = policy::limits(
             prepared.skill.as_deref(),
             prepared.class,
             &self.options.policy.ceilings,
-            prepared
-                .skill
-                .as_deref()
-                .and_then(|s| self.options.policy.grant_for(s))
-                .map(|g| &g.limits),
+            granted.as_ref().map(|g| &g.limits),
             &self.options.overrides,
         );
         let mut notes = resolved.notes;

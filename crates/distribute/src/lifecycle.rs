@@ -201,7 +201,16 @@ async fn plan_for(
             problems: errors,
         });
     }
-    let granted = settings.grants.skills.get(&name);
+    // Only a grant for the folder this installs into: one bound to a
+    // skill of the same name elsewhere is not this one's.
+    let folder = std::fs::canonicalize(&settings.root)
+        .unwrap_or_else(|_| settings.root.clone())
+        .join(&name);
+    let granted = settings
+        .grants
+        .skills
+        .get(&name)
+        .filter(|g| g.folder.as_ref() == Some(&folder));
     let permissions = permissions_of(&dir, &settings.root)
         .unwrap_or_default()
         .with_grant(granted);

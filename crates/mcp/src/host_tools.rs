@@ -408,7 +408,7 @@ fn python_usage(path: &str) -> String {
 fn grant_and_limit_notes(skill: &Skill, user: &policy::UserPolicy) -> Vec<String> {
     let mut notes = policy::grants(skill, user, None).notes;
     let given = user.grant_for(skill);
-    if let Some(given) = given {
+    if let Some(given) = &given {
         notes.push(format!(
             "the user gives this skill, beyond what it asks: {}",
             given.phrases().join("; ")
@@ -427,7 +427,9 @@ fn grant_and_limit_notes(skill: &Skill, user: &policy::UserPolicy) -> Vec<String
     }
     if let Some(m) = &skill.manifest {
         let mut limits = crate::sandbox::Limits::default();
-        let asked = given.map_or_else(|| m.limits.clone(), |g| m.limits.without(&g.limits));
+        let asked = given
+            .as_ref()
+            .map_or_else(|| m.limits.clone(), |g| m.limits.without(&g.limits));
         notes.extend(
             policy::apply_requests(&mut limits, &asked, &user.ceilings)
                 .into_iter()

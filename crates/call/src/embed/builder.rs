@@ -150,14 +150,13 @@ impl Builder {
     /// manifest asks: its workspace access outright (write needs no
     /// [`Builder::writable_workspace`], but a read-only host and functions
     /// declared `read` still read), hosts and environment keys added to
-    /// what it asks, and limits that replace its own. Grants for one skill
-    /// add up; a later workspace or limit replaces an earlier one.
+    /// what it asks, and limits that replace its own. A grant with a
+    /// `folder` applies only to the skill loaded from that folder; one
+    /// without must name a loaded skill, or [`Builder::build`] refuses it.
+    /// Grants for one skill add up; a later workspace or limit replaces an
+    /// earlier one.
     pub fn grant(mut self, skill: impl Into<String>, grant: SkillGrant) -> Self {
-        self.policy
-            .skill_grants
-            .entry(skill.into())
-            .or_default()
-            .merge(&grant);
+        self.policy.add_grant(skill.into(), grant);
         self
     }
 

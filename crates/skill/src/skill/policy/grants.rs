@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use super::limits::Ceilings;
-use super::user_grants::SkillGrant;
+use super::user_grants::{SkillGrant, is_env_key};
 use crate::sandbox::{Grants, NetRule, WorkspaceGrant};
 use crate::skill::manifest::{ANY_HOST, Effect, RequestedGrants, WorkspaceAccess};
 use crate::skill::model::Skill;
@@ -29,10 +29,7 @@ impl std::str::FromStr for EnvGrant {
             Some((skill, key)) => (Some(skill.to_string()), key),
             None => (None, text),
         };
-        let valid_key = !key.is_empty()
-            && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-            && !key.starts_with(|c: char| c.is_ascii_digit());
-        if !valid_key || skill.as_deref() == Some("") {
+        if !is_env_key(key) || skill.as_deref() == Some("") {
             return Err(format!(
                 "`{text}` is not SKILL:KEY or KEY (for example log-inspect:GITHUB_TOKEN)"
             ));
@@ -82,9 +79,10 @@ pub struct UserPolicy {
     pub allow_net: Vec<NetGrant>,
     /// The most a skill's manifest may ask for.
     pub ceilings: Ceilings,
-    /// What the user gives each skill by name, beyond what it asks
-    /// (`grants.yaml` and `--grant`).
-    pub skill_grants: std::collections::BTreeMap<String, SkillGrant>,
+    /// What the user gives each skill by name, beyond what it asks: the
+    /// grants file's (bound to a folder) and this run's (`--grant`, by
+    /// name alone), kept apart so that neither takes the other's binding.
+    pub skill_grants: std::collections::BTreeMap<String, Vec<SkillGrant>>,
 }
 
 impl UserPolicy {
@@ -92,10 +90,27 @@ impl UserPolicy {
     /// bound to the very folder `skill` was loaded from. A skill that only
     /// shares the name (a project skill shadowing an installed one, a
     /// `--skills DIR` copy) gets nothing of a grant bound elsewhere.
-    pub fn grant_for(&self, skill: &Skill) -> Option<&SkillGrant> {
-        self.skill_grants
-            .get(skill.name())
-            .filter(|g| g.folder.as_ref().is_none_or(|folder| *folder == skill.dir))
+    pub fn grant_for(&self, skill: &Skill) -> Option<SkillGrant> {
+        let mut applying = self
+            .skill_grants
+            .get(skill.name())?
+            .iter()
+            .filter(|g| g.folder.as_ref().is_none_or(|folder| *folder == skill.dir));
+        let mut grant = applying.next()?.clone();
+        for more in applying {
+            grant.merge(more);
+        }
+        Some(grant)
+    }
+
+    /// Adds a grant for the skill named `skill`.
+    pub fn add_grant(&mut self, skill: String, grant: SkillGrant) {
+        self.skill_grants.entry(skill).or_default().push(grant);
+    }
+
+    /// Every grant, whichever skill it is for.
+    pub fn all_grants(&self) -> impl Iterator<Item = &SkillGrant> {
+        self.skill_grants.values().flatten()
     }
 
     /// Whether any call may get the workspace writable: `--allow-write`,
@@ -103,8 +118,7 @@ impl UserPolicy {
     pub fn may_write(&self) -> bool {
         self.allow_write
             || self
-                .skill_grants
-                .values()
+                .all_grants()
                 .any(|g| g.workspace == Some(WorkspaceAccess::Write))
     }
 }
@@ -168,6 +182,7 @@ pub fn grants(skill: &Skill, policy: &UserPolicy, effect: Option<Effect>) -> Res
     let mut notes = Vec::new();
     let requested = requested(skill);
     let given = policy.grant_for(skill);
+    let given = given.as_ref();
     if given.is_none() && policy.skill_grants.contains_key(skill.name()) {
         notes.push(format!(
             "the user's grant for `{name}` is for a skill of that name in another folder, so \
@@ -424,7 +439,8 @@ mod tests {
         // Granted write: writable without --allow-write; a function
         // declared read still reads.
         policy.allow_write = false;
-        let grant = policy.skill_grants.entry("docx".into()).or_default();
+        policy.add_grant("docx".into(), SkillGrant::default());
+        let grant = &mut policy.skill_grants.get_mut("docx").unwrap()[0];
         grant.workspace = Some(WorkspaceAccess::Write);
         grant.network = vec!["api.example.com:443".into()];
         grant.env = vec!["PATH".into(), "SKILLBOX_UNSET_FOR_TEST".into()];
@@ -443,12 +459,13 @@ mod tests {
 
         // Limits the user gives are the user's word: above the ceilings,
         // and below what a command's own flags say.
-        let granted = policy.skill_grants.get_mut("docx").unwrap();
+        let granted = &mut policy.skill_grants.get_mut("docx").unwrap()[0];
         granted.limits.fuel = Some(policy.ceilings.fuel * 2);
         granted.limits.memory_mib = Some(1024);
         let script = crate::sandbox::SideEffect::Script;
         let mut overrides = super::super::LimitOverrides::default();
-        let granted = policy.grant_for(&skill).map(|g| &g.limits);
+        let granted = policy.grant_for(&skill).map(|g| g.limits);
+        let granted = granted.as_ref();
         let (limits, _) =
             super::super::limits(Some(&skill), script, &policy.ceilings, granted, &overrides);
         assert_eq!(limits.fuel, policy.ceilings.fuel * 2);
@@ -459,7 +476,7 @@ mod tests {
         assert_eq!(limits.fuel, 5);
 
         // `none` keeps it away from the workspace, whatever it asks.
-        policy.skill_grants.get_mut("docx").unwrap().workspace = Some(WorkspaceAccess::None);
+        policy.skill_grants.get_mut("docx").unwrap()[0].workspace = Some(WorkspaceAccess::None);
         assert_eq!(writable(&policy, None), None);
     }
 }

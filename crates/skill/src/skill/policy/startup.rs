@@ -87,7 +87,11 @@ pub enum PolicyError {
 /// folder (the user's grants file) may name a skill this run does not
 /// load: it waits for that skill.
 pub fn check_skill_grants(catalog: &Catalog, policy: &UserPolicy) -> Result<(), PolicyError> {
-    for (skill, grant) in &policy.skill_grants {
+    for (skill, grant) in policy
+        .skill_grants
+        .iter()
+        .flat_map(|(skill, grants)| grants.iter().map(move |g| (skill, g)))
+    {
         grant.check().map_err(|why| PolicyError::InvalidGrant {
             skill: skill.clone(),
             why,

@@ -80,10 +80,7 @@ impl SkillGrant {
                 .map_err(|why| format!("network `{host}`: {why}"))?;
         }
         for key in &self.env {
-            let valid = !key.is_empty()
-                && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-                && !key.starts_with(|c: char| c.is_ascii_digit());
-            if !valid {
+            if !is_env_key(key) {
                 return Err(format!(
                     "environment key `{key}` is not a variable name (like GITHUB_TOKEN)"
                 ));
@@ -176,6 +173,14 @@ impl SkillGrant {
         }
         out
     }
+}
+
+/// Whether `key` can name an environment variable: letters, digits and
+/// `_`, not starting with a digit.
+pub(super) fn is_env_key(key: &str) -> bool {
+    !key.is_empty()
+        && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !key.starts_with(|c: char| c.is_ascii_digit())
 }
 
 /// One `--grant SKILL:WHAT=VALUE` flag: `workspace=read|write|none`,

@@ -251,8 +251,7 @@ fn run_agent<M: Model>(
     let granted_ms = args
         .sandbox
         .policy()?
-        .skill_grants
-        .values()
+        .all_grants()
         .filter_map(|g| g.limits.timeout_ms)
         .max()
         .unwrap_or(0);

@@ -161,16 +161,18 @@ impl SandboxFlags {
 
     /// What the user gives each skill: the grants file (unless
     /// --no-user-grants), then the --grant flags.
-    fn skill_grants(&self) -> Result<BTreeMap<String, SkillGrant>, CliError> {
-        let mut grants = match (self.no_user_grants, UserGrants::default_path()) {
-            (false, Some(file)) => UserGrants::load(&file).map_err(grants_error)?.skills,
-            _ => BTreeMap::new(),
-        };
+    fn skill_grants(&self) -> Result<BTreeMap<String, Vec<SkillGrant>>, CliError> {
+        let mut grants: BTreeMap<String, Vec<SkillGrant>> = BTreeMap::new();
+        if let (false, Some(file)) = (self.no_user_grants, UserGrants::default_path()) {
+            for (skill, grant) in UserGrants::load(&file).map_err(grants_error)?.skills {
+                grants.entry(skill).or_default().push(grant);
+            }
+        }
         for flag in &self.grant {
             grants
                 .entry(flag.skill.clone())
                 .or_default()
-                .merge(&flag.grant);
+                .push(flag.grant.clone());
         }
         Ok(grants)
     }
@@ -241,8 +243,10 @@ impl SandboxFlags {
         for grant in policy.allow_net {
             builder = builder.allow_net(grant);
         }
-        for (skill, grant) in policy.skill_grants {
-            builder = builder.grant(skill, grant);
+        for (skill, grants) in policy.skill_grants {
+            for grant in grants {
+                builder = builder.grant(skill.clone(), grant);
+            }
         }
         Ok(builder)
     }
