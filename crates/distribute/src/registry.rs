@@ -453,6 +453,7 @@ fn credentials_within(
     let (tx, rx) = std::sync::mpsc::channel();
     let (host, file_owned) = (registry.to_string(), file.map(Path::to_path_buf));
     std::thread::spawn(move || {
+        block_sigpipe_in_this_thread();
         let _ = tx.send(credentials(&host, file_owned.as_deref()));
     });
     rx.recv_timeout(limit).unwrap_or_else(|_| {
@@ -519,6 +520,25 @@ fn helper_has_no_login(stdout: &str) -> bool {
         .trim()
         .to_ascii_lowercase()
         .contains("credentials not found")
+}
+
+/// A helper that exits without reading the registry name on its stdin
+/// (docker's own do, when they hold no login) makes the write to it fail.
+/// The command line restores SIGPIPE's default, which would end skillbox
+/// there; blocked in the thread that writes, the write returns `EPIPE`
+/// instead and the helper's answer is read as usual. The signal stays
+/// pending on this thread only and is dropped when it ends; the helper
+/// itself starts with an empty mask, as every spawned program does.
+fn block_sigpipe_in_this_thread() {
+    #[allow(unsafe_code)]
+    // SAFETY: the set is initialised by `sigemptyset` before use, and the
+    // mask changed is the calling thread's alone.
+    unsafe {
+        let mut set = std::mem::zeroed::<libc::sigset_t>();
+        libc::sigemptyset(&mut set);
+        libc::sigaddset(&mut set, libc::SIGPIPE);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 /// The credentials for `registry` as docker and podman keep them, read
