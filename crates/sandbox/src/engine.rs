@@ -24,6 +24,9 @@ pub const MAX_MEMORY_BYTES: usize = 4 << 30;
 /// is never exhausted; further calls wait for a slot.
 pub const POOL_INSTANCES: u32 = 64;
 
+/// The most entries a pooled table may have.
+const TABLE_ELEMENTS: usize = 1 << 17;
+
 /// How much of each pooled memory and table stays mapped between calls
 /// and is reset in place.
 const KEEP_RESIDENT_BYTES: usize = 1 << 20;
@@ -80,7 +83,13 @@ impl SandboxEngine {
             .consume_fuel(true)
             .max_wasm_stack(options.max_wasm_stack)
             // The fiber stack must hold the wasm stack plus host frames.
-            .async_stack_size(options.max_wasm_stack + (1 << 20));
+            .async_stack_size(options.max_wasm_stack + (1 << 20))
+            // Exception handling, which the full Python runtime's C++ code
+            // is compiled with; wasmtime allocates exceptions on a GC heap,
+            // but the GC proposal (structs and arrays a guest manages) is
+            // not needed by any runtime here and stays off.
+            .wasm_exceptions(true)
+            .wasm_gc(false);
         if options.pooling {
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling_config()));
         }
@@ -137,9 +146,17 @@ fn pooling_config() -> PoolingAllocationConfig {
         .max_memories_per_component(8)
         .max_memories_per_module(8)
         .max_tables_per_component(16)
+        // The full Python runtime's function table holds about 47,000
+        // entries (CPython and its compiled packages); the default, 20,000,
+        // would refuse it.
+        .table_elements(TABLE_ELEMENTS)
         .max_core_instances_per_component(32)
-        .max_component_instance_size(1 << 20)
-        .max_core_instance_size(1 << 20)
+        // The full Python runtime's instance holds 1.5 MB of function
+        // references and context; 4 MiB leaves it room to grow.
+        .max_component_instance_size(4 << 20)
+        .max_core_instance_size(4 << 20)
+        // Exceptions live on a GC heap: one per store at most.
+        .total_gc_heaps(POOL_INSTANCES)
         // Reset the pages a call dirtied with memset, found with the
         // PAGEMAP_SCAN ioctl where the kernel has it (6.7+), instead of
         // madvise: no page faults on the next call and no cross-core TLB
