@@ -46,6 +46,13 @@ fn main() {
         "the Python script tests",
     );
     println!("cargo:rustc-env=SKILLBOX_E2E_RUNTIMES={runtimes}");
+    let full = optional(
+        &repo,
+        "scripts/build-python-full",
+        "target/runtimes/python-full",
+        "the compiled-package tests",
+    );
+    println!("cargo:rustc-env=SKILLBOX_E2E_PYTHON_FULL={full}");
 }
 
 /// Runs a build that needs a toolchain the machine may lack: its output
@@ -76,6 +83,7 @@ fn watch_sources(repo: &Path) {
         "scripts/build-guests",
         "scripts/build-foreign",
         "scripts/build-runtimes",
+        "scripts/build-python-full",
     ] {
         println!("cargo:rerun-if-changed={}", repo.join(script).display());
     }

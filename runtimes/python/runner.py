@@ -1,31 +1,12 @@
-"""The Python runtime's entry point: runs one script as `python SCRIPT` would.
-
-argv is `python SCRIPT [ARGS...]`, SCRIPT a path under /skill. The script's
-own folder comes first on sys.path, then the skill's root (for
-`python -m scripts.x` style imports), then /packages when the user
-prepared pure-Python requirements for the skill. The working folder is
-/workspace when one is granted, else /tmp.
-
-`python -c CODE [ARGS...]` runs code a model wrote (`run_code`): the
-skill's root comes first on sys.path when a skill's folder is mounted, so
-its helper modules import as its instructions show, then /packages. The
-working folder comes last, as `python -c` has it but behind the standard
-library and the skill: a module the code wrote there imports, and cannot
-shadow either.
-
-When a script fails for a reason the sandbox decides (a module it cannot
-have, a process, a thread, a socket, a path outside its mounts), a line
-starting with `skillbox:` after the traceback says why and what to do.
+"""The light Python runtime's entry point: CPython built by componentize-py,
+pre-initialized with the standard library, running one script as
+`python SCRIPT` would, or code as `python -c CODE` would. What both
+runtimes do around the script is in skillbox_run.py.
 """
 
 import io
-import linecache
 import os
-import runpy
-import stat
 import sys
-import traceback
-import types
 
 import stdlib_bundle
 
@@ -47,39 +28,11 @@ from wit_world import exports
 from wit_world.imports import environment
 from wit_world.imports import exit as wasi_exit
 
-SKILL = "/skill"
-PACKAGES = "/packages"
-WORKSPACE = "/workspace"
-SCRATCH = "/tmp"
+import skillbox_run
 
-# Parts of CPython this WebAssembly build does not have.
-MISSING_FROM_PYTHON = {
-    "ssl", "_ssl", "_hashlib", "ctypes", "_ctypes", "bz2", "_bz2", "lzma", "_lzma",
-    "readline", "curses", "_curses", "tkinter", "_tkinter", "multiprocessing",
-    "_multiprocessing", "_posixsubprocess", "fcntl", "termios", "pty", "resource",
-}
-# Popular packages that are compiled code, so no pure-Python wheel exists.
-C_EXTENSION_PACKAGES = {
-    "numpy", "pandas", "scipy", "lxml", "PIL", "cv2", "torch", "sklearn", "matplotlib",
-    "pydantic_core", "cryptography", "psycopg2", "grpc", "_cffi_backend", "regex",
-    "orjson", "ujson", "markupsafe", "_yaml",
-}
-# Where an import's name and its PyPI project's differ, for popular ones.
-PROJECT_OF_IMPORT = {
-    "yaml": "PyYAML", "PIL": "Pillow", "bs4": "beautifulsoup4", "docx": "python-docx",
-    "pptx": "python-pptx", "dateutil": "python-dateutil", "sklearn": "scikit-learn",
-    "cv2": "opencv-python", "Crypto": "pycryptodome", "jwt": "PyJWT",
-    "dotenv": "python-dotenv", "fitz": "PyMuPDF", "git": "GitPython", "magic": "python-magic",
-    "serial": "pyserial", "usb": "pyusb", "OpenSSL": "pyOpenSSL", "attr": "attrs",
-    "google.protobuf": "protobuf", "markdown_it": "markdown-it-py", "frontmatter": "python-frontmatter",
-}
-# Projects whose wheels on PyPI are all compiled: `prepare` cannot install
-# them, whatever the version.
-NO_PURE_WHEEL = {"PyYAML", "Pillow", "opencv-python", "pycryptodome", "PyMuPDF", "scikit-learn"}
-PROCESS_FUNCTIONS = {
-    "system", "popen", "fork", "forkpty", "execv", "execve", "execvp", "execl",
-    "execlp", "spawnv", "spawnl", "posix_spawn", "posix_spawnp", "wait", "waitpid", "kill",
-}
+skillbox_run.configure(full=False)
+WORKSPACE = skillbox_run.WORKSPACE
+SCRATCH = skillbox_run.SCRATCH
 
 
 def _stdio():
@@ -98,284 +51,13 @@ def _stdio():
     sys.stdin, sys.stdout, sys.stderr = wrap(0), wrap(1), wrap(2)
 
 
-def _has_c_extension(top):
-    for folder in sys.path:
-        candidates = [os.path.join(folder, top)]
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            continue
-        for name in names:
-            if name.startswith(top + ".") and name.endswith((".so", ".pyd")):
-                return True
-        for candidate in candidates:
-            if os.path.isdir(candidate):
-                for _, _, files in os.walk(candidate):
-                    if any(f.endswith((".so", ".pyd")) for f in files):
-                        return True
-    return False
-
-
-def _frames(error):
-    return [frame.filename for frame in traceback.extract_tb(error.__traceback__)]
-
-
-def hint(error):
-    """Why the sandbox made this fail and what to do, or None."""
-    frames = _frames(error)
-    if isinstance(error, ModuleNotFoundError) and error.name:
-        top = error.name.split(".")[0]
-        if top in MISSING_FROM_PYTHON or error.name in MISSING_FROM_PYTHON:
-            return (
-                f"module `{error.name}` is part of Python but not of the WebAssembly build this "
-                "sandbox runs (it has no OpenSSL, ctypes, bz2, lzma, curses, processes). The "
-                "script cannot use it here; do that step another way."
-            )
-        if top in C_EXTENSION_PACKAGES or _has_c_extension(top):
-            project = PROJECT_OF_IMPORT.get(top, top)
-            named = f"`{top}`" if project == top else f"`{top}` (the PyPI project `{project}`)"
-            return (
-                f"{named} is compiled (C-extension) code, which this sandbox cannot load: only "
-                "pure-Python packages run here. Use a pure-Python alternative, or a WebAssembly "
-                "tool of the skill."
-            )
-        project = PROJECT_OF_IMPORT.get(error.name) or PROJECT_OF_IMPORT.get(top, top)
-        if project in NO_PURE_WHEEL:
-            return (
-                f"module `{top}` comes from the PyPI project `{project}`, which publishes only "
-                "compiled wheels, so it cannot be installed for this sandbox: only pure-Python "
-                "packages run here. Do that step another way, or with a tool of the skill."
-            )
-        if _CODE[0] is not None and not _isdir(SKILL):
-            return (
-                f"module `{top}` is not in the standard library, and code run without a skill "
-                "has the standard library only. If a skill's steps import it, run the code as "
-                "that skill's (give run_code its `skill`): it then gets the packages the user "
-                "prepared for the skill."
-            )
-        return (
-            f"module `{top}` is not installed for this skill, and a script never downloads. "
-            f"It comes from the PyPI project `{project}`; if that project has a pure-Python "
-            "wheel, the user can install it once with "
-            f"`skillbox prepare {_skill_name()} --with {project}==VERSION` (VERSION: the "
-            "release the skill needs), or the skill can list it in its requirements.txt."
-        )
-    no_process = (
-        "this sandbox runs no processes (WebAssembly has none): subprocess, os.system and "
-        "os.exec* are not available, and neither is a shell. Do the step in Python, or with "
-        "a tool of the skill."
-    )
-    if any(f.endswith("subprocess.py") for f in frames):
-        return no_process
-    if isinstance(error, AttributeError) and error.name in PROCESS_FUNCTIONS:
-        return no_process
-    if isinstance(error, NotImplementedError) and "multiprocessing" in str(error):
-        return no_process
-    if isinstance(error, RuntimeError) and "thread" in str(error):
-        return (
-            "this sandbox runs one thread: threading and concurrent.futures thread pools "
-            "cannot start threads. Do the work in sequence."
-        )
-    program = _program_named()
-    no_socket_names = isinstance(error, AttributeError) and (error.name or "").startswith(
-        ("AF_", "SOCK_", "socketpair")
-    )
-    socket_failed = no_socket_names or isinstance(error, OSError) and any(
-        f.endswith(("socket.py", "client.py", "request.py", "connection.py")) for f in frames
-    )
-    if socket_failed and program:
-        return (
-            f"this script drives {program}, a program outside Python (it talks to it over a "
-            "local socket), and this sandbox runs no programs and has no sockets. That step "
-            "cannot run here; run it where the program is installed, or do it with the "
-            "skill's Python-only route if it has one."
-        )
-    if socket_failed:
-        return (
-            "scripts get no network sockets in this sandbox (socket, urllib, http.client and "
-            "requests all need them). Use the skill's tools for network access."
-        )
-    if isinstance(error, OSError) and isinstance(error.filename, str):
-        path = os.path.abspath(error.filename)
-        try:
-            mode = os.stat(path).st_mode
-        except OSError:
-            mode = None
-        if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
-            return (
-                f"`{error.filename}` is a FIFO, socket or device, which the sandbox never opens "
-                "(opening one can wait for ever). Use a regular file."
-            )
-        mounts = [SCRATCH] + [m for m in (SKILL, WORKSPACE, PACKAGES) if os.path.isdir(m)]
-        if not any(path == m or path.startswith(m + "/") for m in mounts):
-            seen = (["/skill (the skill, read-only)"] if SKILL in mounts else []) + [
-                "/tmp (its own scratch folder)"
-            ]
-            return (
-                f"`{error.filename}` is outside what this {_what_runs()} may see: "
-                + ", ".join(seen)
-                + (", /workspace" if WORKSPACE in mounts else "; no workspace was granted")
-                + "."
-            )
-        if isinstance(error, PermissionError) or error.errno in (30, 63, 76):
-            if path == SKILL or path.startswith(SKILL + "/"):
-                return "/skill is read-only: write to /tmp, or to /workspace when granted."
-            if (path == WORKSPACE or path.startswith(WORKSPACE + "/")) and _CODE[0] is not None:
-                return (
-                    "/workspace is read-only for this call. run_code writes there only when "
-                    "the user allows writing: --allow-write (as a skill's code, when the "
-                    "skill's skillbox.yaml asks for it too), or a write grant the user gave "
-                    "the skill (skillbox grant); never on a read-only server. Otherwise "
-                    "write to /tmp and print the result."
-                )
-            if path == WORKSPACE or path.startswith(WORKSPACE + "/"):
-                return (
-                    "/workspace is read-only for this script. A skill's scripts may write "
-                    "there when its skillbox.yaml asks (grants: {workspace: write}) and the "
-                    "user allows it (--allow-write), or when the user grants it: "
-                    f"`skillbox grant {_skill_name()} --workspace write`. Otherwise write to "
-                    "/tmp and print the result."
-                )
-    return None
-
-
-_RUNTIME_FOLDER = os.path.dirname(__file__) + "/"
-# The script being run, or the code given with `-c`, for the hints that
-# read it.
-_SCRIPT = [None]
-_CODE = [None]
-# Programs scripts drive over a socket, by the names their sources use.
-_PROGRAMS = {"soffice": "LibreOffice (`soffice`)", "libreoffice": "LibreOffice (`soffice`)",
-             "chromium": "Chromium", "chrome": "Chrome"}
-
-
-def _skill_name():
-    """The skill's name from /skill/SKILL.md, for a command to copy."""
-    try:
-        with _open(SKILL + "/SKILL.md", encoding="utf-8") as f:
-            lines = f.read(64 * 1024).splitlines()
-    except (OSError, ValueError):
-        return "SKILL"
-    if not lines or lines[0].strip() != "---":
-        return "SKILL"
-    for line in lines[1:]:
-        if line.strip() == "---":
-            break
-        if line.startswith("name:"):
-            name = line[5:].strip().strip("'\"")
-            if name and all(c.isalnum() or c in "-_" for c in name):
-                return name
-    return "SKILL"
-
-
-def _what_runs():
-    return "code" if _CODE[0] is not None else "script"
-
-
-def _program_named():
-    """A program the script's source names, as words for a person, or None."""
-    if _CODE[0] is not None:
-        source = _CODE[0].lower()
-    elif not _SCRIPT[0]:
-        return None
-    else:
-        try:
-            with _open(_SCRIPT[0], encoding="utf-8", errors="replace") as f:
-                source = f.read(1024 * 1024).lower()
-        except OSError:
-            return None
-    for name, words in _PROGRAMS.items():
-        if name in source:
-            return words
-    return None
-
-
-# What the failure path needs, taken now: a script that replaces any of
-# these (`traceback.TracebackException = None`) must not break the report
-# of its own failure.
-_write = os.write
-_open = open
-_exit_with_code = wasi_exit.exit_with_code
-_TracebackException = traceback.TracebackException
-_StackSummary = traceback.StackSummary
-_abspath = os.path.abspath
-_isdir = os.path.isdir
-_dirname = os.path.dirname
-
-
-def _script_frames(summary):
-    # The runtime's own frames (this runner, the bundled importer, runpy)
-    # are not the script's concern.
-    summary.stack = _StackSummary.from_list(
-        [
-            frame
-            for frame in summary.stack
-            if not frame.filename.startswith(_RUNTIME_FOLDER)
-            and not frame.filename.startswith("<frozen runpy")
-        ]
-    )
-    for chained in (summary.__cause__, summary.__context__):
-        if chained is not None:
-            _script_frames(chained)
-
-
-def _print_traceback(error):
-    summary = _TracebackException.from_exception(error)
-    _script_frames(summary)
-    sys.stderr.write("".join(summary.format()))
-
-
-def _status(code):
-    """An exit status for `code`; a failing code never reads as success
-    (`sys.exit(256)` is 1 here, where a POSIX shell would see 0)."""
-    if code == 0:
-        return 0
-    status = code & 0xFF if -(2**31) <= code < 2**31 else 255
-    return status or 1
-
-
-def _exit_code(error):
-    code = error.code
-    if code is None:
-        return 0
-    if isinstance(code, int):
-        return _status(code)
-    try:
-        print(code, file=sys.stderr)
-    except BaseException:
-        pass
-    return 1
-
-
 def _os_exit(code):
     """`os._exit`: ends the run at once with `code`, as in CPython."""
-    _exit_with_code(_status(int(code)))
+    _exit_with_code(skillbox_run._status(int(code)))
 
 
-def _run_script(args):
-    script = _abspath(args[0])
-    _SCRIPT[0] = script
-    sys.argv = [args[0]] + list(args[1:])
-    sys.path[:0] = [_dirname(script), SKILL] + ([PACKAGES] if _isdir(PACKAGES) else [])
-    os._exit = _os_exit
-    runpy.run_path(script, run_name="__main__")
-
-
-# The file name tracebacks give code run with `-c`; its lines are kept in
-# linecache so a traceback shows them.
-_CODE_NAME = "<code>"
-
-
-def _run_code(code, args):
-    _CODE[0] = code
-    sys.argv = ["-c"] + list(args)
-    sys.path[:0] = ([SKILL] if _isdir(SKILL) else []) + ([PACKAGES] if _isdir(PACKAGES) else [])
-    sys.path.append(os.getcwd())
-    os._exit = _os_exit
-    linecache.cache[_CODE_NAME] = (len(code), None, code.splitlines(True), _CODE_NAME)
-    main = types.ModuleType("__main__")
-    sys.modules["__main__"] = main
-    exec(compile(code, _CODE_NAME, "exec"), main.__dict__)
+# Taken now: a script that replaces it must not change how the run ends.
+_exit_with_code = wasi_exit.exit_with_code
 
 
 class Run(exports.Run):
@@ -389,35 +71,10 @@ class Run(exports.Run):
         sys.path_importer_cache.clear()
         sys.dont_write_bytecode = True
         os.chdir(WORKSPACE if os.path.isdir(WORKSPACE) else SCRATCH)
-        if len(argv) < 2 or (argv[1] == "-c" and len(argv) < 3):
-            print("usage: python SCRIPT [ARGS...] | python -c CODE [ARGS...]", file=sys.stderr)
+        if not skillbox_run.usable(argv[1:]):
+            print(skillbox_run.USAGE, file=sys.stderr)
             raise Err(None)
-        code = 0
-        try:
-            if argv[1] == "-c":
-                _run_code(argv[2], argv[3:])
-            else:
-                _run_script(argv[1:])
-        except SystemExit as error:
-            code = _exit_code(error)
-        except BaseException as error:
-            code = 1
-            try:
-                _print_traceback(error)
-                why = hint(error)
-                if why:
-                    print(f"skillbox: {why}", file=sys.stderr)
-            except BaseException:
-                _write(
-                    2,
-                    b"skillbox: the script failed, and its error could not be shown: it changed "
-                    b"or closed what Python reports errors with.\n",
-                )
-        finally:
-            for stream in (sys.stdout, sys.stderr):
-                try:
-                    stream.flush()
-                except Exception:
-                    pass
+        os._exit = _os_exit
+        code = skillbox_run.run(argv[1:])
         if code != 0:
             _exit_with_code(code)

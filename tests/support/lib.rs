@@ -84,6 +84,40 @@ pub fn python_runtime() -> bool {
     })
 }
 
+/// Whether the full Python runtime was built (`scripts/build-python-full`)
+/// for the binary under test, which finds it in `target/runtimes/`.
+/// Compiles it into the shared test cache once per test process (about a
+/// minute: it is CPython with numpy, pandas, scipy and matplotlib).
+pub fn python_full_runtime() -> bool {
+    static WARM: OnceLock<bool> = OnceLock::new();
+    *WARM.get_or_init(|| {
+        if env!("SKILLBOX_E2E_PYTHON_FULL").is_empty() || !python_runtime() {
+            eprintln!("skipping: the full Python runtime was not built (PyPI unreachable)");
+            return false;
+        }
+        let skill = tempfile::tempdir().expect("temp skill");
+        let scripts = skill.path().join("warm-full/scripts");
+        std::fs::create_dir_all(&scripts).expect("skill folder");
+        std::fs::write(
+            skill.path().join("warm-full/SKILL.md"),
+            "---\nname: warm-full\ndescription: Warms the full Python runtime. Use in tests.\n---\nWarm.\n",
+        )
+        .expect("SKILL.md");
+        std::fs::write(scripts.join("warm.py"), "import numpy\n").expect("script");
+        let out = skillbox()
+            .args(["compile", skill.path().to_str().expect("utf-8 path")])
+            .env("SKILLBOX_SYSTEM_SKILLS", "")
+            .output()
+            .expect("run skillbox compile");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stderr.contains("python-full"),
+            "compiling the full Python runtime failed: {stderr}"
+        );
+        true
+    })
+}
+
 /// The bundled sample workspace, as a string for command lines.
 pub fn examples() -> String {
     repo()

@@ -24,6 +24,7 @@ mod mcp_wire;
 mod network;
 mod newcomer;
 mod ops;
+mod python_packages;
 mod python_scripts;
 mod red_team;
 mod red_team_surfaces;

@@ -180,57 +180,62 @@ fn a_pinned_requirement_is_prepared_once_and_imported_offline() {
         return;
     }
     let skills = python_skill(
-        "xml-read",
+        "toml-read",
         &[
             (
                 "requirements.txt",
-                "# what the scripts import\ndefusedxml==0.7.1\n",
+                "# what the scripts import\ntomlkit==0.13.2\n",
             ),
             (
-                "scripts/tags.py",
-                "import sys\nfrom defusedxml import ElementTree\nroot = ElementTree.fromstring(sys.argv[1])\nprint(root.tag, [c.tag for c in root])\n",
+                "scripts/keys.py",
+                "import sys\nimport tomlkit\ndoc = tomlkit.parse(sys.argv[1])\nprint(sorted(doc), doc['a']['b'])\n",
             ),
         ],
     );
     let skills_arg = skills.path().to_str().unwrap();
     let before = run_script(
         skills.path(),
-        "xml-read/scripts/tags.py",
+        "toml-read/scripts/keys.py",
         &[],
-        &["<a><b/></a>"],
+        &["[a]\nb = 1\nc = 2\n"],
     );
     assert_eq!(before.code, 1, "{before:?}");
     before.stderr_says(&[
-        "No module named 'defusedxml'",
-        "module `defusedxml` is not installed for this skill",
+        "No module named 'tomlkit'",
+        "module `tomlkit` is not installed for this skill",
         "skillbox prepare",
     ]);
 
     // Refused before pip runs: an unpinned requirement, and one with no
     // pure-Python wheel (compiled code).
     let unpinned = run(&[
-        "prepare", "xml-read", "--skills", skills_arg, "--with", "pypdf",
+        "prepare",
+        "toml-read",
+        "--skills",
+        skills_arg,
+        "--with",
+        "pypdf",
     ]);
     assert_eq!(unpinned.code, 1, "{unpinned:?}");
     unpinned.stderr_says(&["`pypdf` is not pinned", "name==1.2.3"]);
     let compiled = run(&[
         "prepare",
-        "xml-read",
+        "toml-read",
         "--skills",
         skills_arg,
         "--with",
-        "lxml==5.3.0",
+        "orjson==3.10.15",
     ]);
     assert_eq!(compiled.code, 1, "{compiled:?}");
     compiled.stderr_says(&[
-        "`lxml==5.3.0` has no wheel that runs here",
+        "`orjson==3.10.15` has no wheel that runs here",
         "Nothing was installed",
     ]);
 
-    let prepared = run(&["prepare", "xml-read", "--skills", skills_arg, "--json"]);
+    let prepared = run(&["prepare", "toml-read", "--skills", skills_arg, "--json"]);
     assert_eq!(prepared.code, 0, "{prepared:?}");
     let prepared = prepared.json();
-    assert_eq!(prepared["distributions"], json!(["defusedxml 0.7.1"]));
+    assert_eq!(prepared["distributions"], json!(["tomlkit 0.13.2"]));
     assert!(
         prepared["files_checked"].as_u64().unwrap() > 5,
         "{prepared}"
@@ -238,17 +243,17 @@ fn a_pinned_requirement_is_prepared_once_and_imported_offline() {
 
     let after = run_script(
         skills.path(),
-        "xml-read/scripts/tags.py",
+        "toml-read/scripts/keys.py",
         &[],
-        &["<a><b/></a>"],
+        &["[a]\nb = 1\nc = 2\n"],
     );
     assert_eq!(after.code, 0, "{after:?}");
-    assert_eq!(after.stdout.trim(), "a ['b']");
+    assert_eq!(after.stdout.trim(), "['a'] 1");
 
     // --with adds to what is prepared; --list shows it; --replace goes
     // back to what the skill declares.
     let prepare = |extra: &[&str]| {
-        let mut argv = vec!["prepare", "xml-read", "--skills", skills_arg, "--json"];
+        let mut argv = vec!["prepare", "toml-read", "--skills", skills_arg, "--json"];
         argv.extend(extra);
         let out = run(&argv);
         assert_eq!(out.code, 0, "{extra:?}: {out:?}");
@@ -257,15 +262,15 @@ fn a_pinned_requirement_is_prepared_once_and_imported_offline() {
     let added = prepare(&["--with", "six==1.16.0"]);
     assert_eq!(
         added["distributions"],
-        json!(["defusedxml 0.7.1", "six 1.16.0"])
+        json!(["six 1.16.0", "tomlkit 0.13.2"])
     );
     let listed = prepare(&["--list"]);
     assert_eq!(
         listed["requirements"],
-        json!(["defusedxml==0.7.1", "six==1.16.0"])
+        json!(["tomlkit==0.13.2", "six==1.16.0"])
     );
     let replaced = prepare(&["--replace"]);
-    assert_eq!(replaced["distributions"], json!(["defusedxml 0.7.1"]));
+    assert_eq!(replaced["distributions"], json!(["tomlkit 0.13.2"]));
 }
 
 /// Hostile scripts, each with the error that names its limit or its
@@ -313,8 +318,8 @@ const HOSTILE: &[(&str, &str, &[&str])] = &[
     ),
     (
         "cext.py",
-        "import lxml.etree\n",
-        &["`lxml` is compiled (C-extension) code"],
+        "import cv2\n",
+        &["`cv2` (the PyPI project `opencv-python`) is compiled (C-extension) code"],
     ),
     (
         "docxish.py",
@@ -325,9 +330,9 @@ const HOSTILE: &[(&str, &str, &[&str])] = &[
         ],
     ),
     (
-        "yamlish.py",
-        "import yaml\n",
-        &["the PyPI project `PyYAML`", "only compiled wheels"],
+        "cryptoish.py",
+        "import Crypto\n",
+        &["the PyPI project `pycryptodome`", "only compiled wheels"],
     ),
     (
         "office.py",

@@ -27,7 +27,7 @@ use super::host::{CallRecord, CodeSeen, Host, json_size};
 use super::prepare::{Prepared, Runs};
 use super::redact::Redactor;
 use super::request::{CallReply, Caller, Outcome, Target, WorkspaceChanges, WorkspaceStatus};
-use crate::runtime::python;
+use crate::runtime::{python, python_full};
 use crate::sandbox::stage::{ChangeSet, Stage};
 use crate::sandbox::{
     Entry, Grants, GuestCall, Limits, NetRequest, NetTrace, PendingChanges, SandboxError, Usage,
@@ -258,9 +258,14 @@ impl Host {
             .skill
             .as_deref()
             .and_then(|s| self.options.policy.grant_for(s));
+        let mut defaults = Limits::for_class(prepared.class);
+        if prepared.full_python.is_some() {
+            defaults.memory_bytes = defaults.memory_bytes.max(python_full::MEMORY_BYTES);
+            defaults.fuel = defaults.fuel.max(python_full::FUEL);
+        }
         let (limits, clamped) = policy::limits(
             prepared.skill.as_deref(),
-            prepared.class,
+            defaults,
             &self.options.policy.ceilings,
             granted.as_ref().map(|g| &g.limits),
             &self.options.overrides,
@@ -328,6 +333,9 @@ impl Host {
                 ..
             } => Entry::Command {
                 argv: match &prepared.runs {
+                    Runs::Python { script } if prepared.full_python.is_some() => {
+                        python_full::argv(script, args)
+                    }
                     Runs::Python { script } => python::argv(script, args),
                     Runs::Component => std::iter::once(script).chain(args).collect(),
                     Runs::PythonCode => unreachable!("only a run_code target prepares code"),
@@ -341,7 +349,11 @@ impl Host {
             Target::Code {
                 code, args, stdin, ..
             } => Entry::Command {
-                argv: python::code_argv(code, args),
+                argv: if prepared.full_python.is_some() {
+                    python_full::code_argv(code, args)
+                } else {
+                    python::code_argv(code, args)
+                },
                 stdin,
             },
         };

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use super::error::CallError;
 use super::host::Host;
 use super::request::{Access, Caller, Target};
-use crate::runtime::{self, ScriptKind, python};
+use crate::runtime::python_full::{self, FullRuntime};
+use crate::runtime::{self, ScriptKind, packages, python};
 use crate::sandbox::{PendingComponent, SandboxError, SideEffect};
 use crate::skill::policy;
 use crate::skill::tools::SkillTool;
@@ -25,6 +26,9 @@ pub(super) struct Prepared {
     pub effect: Option<Effect>,
     pub class: SideEffect,
     pub runs: Runs,
+    /// The full Python runtime, when the Python that runs needs a module
+    /// only it has; `None` runs the light one (or no Python at all).
+    pub full_python: Option<Arc<FullRuntime>>,
 }
 
 /// What runs a script: its own component, or an interpreter.
@@ -52,6 +56,9 @@ impl Host {
                 resolved
             }
         };
+        if let Some(full) = &prepared.full_python {
+            resolved.grants.runtime_files = full.files();
+        }
         if prepared.runs == Runs::PythonCode {
             self.narrow_for_code(&mut resolved, prepared.skill.is_some());
         }
@@ -209,6 +216,7 @@ impl Host {
                     tool: Some(tool),
                     skill: Some(skill),
                     runs: Runs::Component,
+                    full_python: None,
                 })
             }
             Target::ComponentTool { .. } | Target::ComponentScript { .. } => {
@@ -256,6 +264,7 @@ impl Host {
                     effect: None,
                     class: SideEffect::Script,
                     runs: Runs::Component,
+                    full_python: None,
                 })
             }
         }
@@ -289,6 +298,7 @@ impl Host {
             effect: None,
             class,
             runs: Runs::Component,
+            full_python: None,
         })
     }
 
@@ -326,7 +336,15 @@ impl Host {
         match runtime::kind_of(&rel) {
             ScriptKind::Unsupported(language) => Err(cannot(language.reason(&rel))),
             ScriptKind::Python => {
-                let component = self.python_runtime().await.map_err(cannot)?;
+                let full_python = full_python_for(
+                    Some(skill.clone()),
+                    python_full::Source::Script(rel.clone()),
+                )
+                .await;
+                let component = self
+                    .python_runtime(full_python.as_deref())
+                    .await
+                    .map_err(cannot)?;
                 Ok(Some(Prepared {
                     skill: Some(skill.clone()),
                     tool: None,
@@ -335,6 +353,7 @@ impl Host {
                     effect: None,
                     class: SideEffect::Script,
                     runs: Runs::Python { script: rel },
+                    full_python,
                 }))
             }
         }
@@ -359,8 +378,10 @@ impl Host {
                 ),
             });
         }
+        let full_python =
+            full_python_for(skill.clone(), python_full::Source::Code(code.to_string())).await;
         let component = self
-            .python_runtime()
+            .python_runtime(full_python.as_deref())
             .await
             .map_err(|why| CallError::CannotRunCode { why })?;
         Ok(Prepared {
@@ -371,13 +392,20 @@ impl Host {
             effect: None,
             class: SideEffect::Script,
             runs: Runs::PythonCode,
+            full_python,
         })
     }
 
-    /// The Python runtime, loaded; or why it cannot run, for a model and a
-    /// person.
-    async fn python_runtime(&self) -> Result<Arc<PendingComponent>, String> {
-        let Some(path) = python::runtime_path() else {
+    /// The Python runtime, loaded (the full one when given); or why it
+    /// cannot run, for a model and a person.
+    async fn python_runtime(
+        &self,
+        full: Option<&FullRuntime>,
+    ) -> Result<Arc<PendingComponent>, String> {
+        let Some(path) = full
+            .map(FullRuntime::component)
+            .or_else(python::runtime_path)
+        else {
             return Err(
                 "Python runs in skillbox's Python runtime, which is not installed here. \
                  The user can install it with scripts/install (or scripts/build-runtimes in a \
@@ -397,6 +425,26 @@ impl Host {
             })?;
         Ok(Arc::new(PendingComponent::ready(loaded)))
     }
+}
+
+/// The full Python runtime, when it is installed and `source` needs a
+/// module only it has (read off the async runtime: the first call reads
+/// the skill's Python files).
+async fn full_python_for(
+    skill: Option<Arc<Skill>>,
+    source: python_full::Source,
+) -> Option<Arc<FullRuntime>> {
+    let runtime = python_full::installed()?;
+    tokio::task::spawn_blocking(move || {
+        let site = skill.as_deref().and_then(|s| python::prepared_site(&s.dir));
+        let needs_full = site.as_deref().is_some_and(packages::needs_built_in)
+            || !python_full::needed(&runtime, skill.as_deref(), &source, site.as_deref())
+                .is_empty();
+        needs_full.then_some(runtime)
+    })
+    .await
+    .ok()
+    .flatten()
 }
 
 /// The most code `run_code` takes: far more than a model writes in one

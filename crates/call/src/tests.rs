@@ -303,6 +303,7 @@ async fn code_gets_no_secrets_and_no_network_beyond_its_skills_own() {
         effect: None,
         class: SideEffect::Script,
         runs,
+        full_python: None,
     };
     let granted = |host: &Host, skill, runs| {
         let resolved = host.grants_of(&prepared(skill, runs));

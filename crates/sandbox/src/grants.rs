@@ -115,6 +115,18 @@ pub struct Grants {
     /// Python packages the user prepared for the skill, mounted read-only
     /// at `/packages` for its Python scripts.
     pub packages: Option<PathBuf>,
+    /// The interpreter's own files (the full Python runtime's standard
+    /// library and its packages' data), each mounted read-only where the
+    /// interpreter looks for them. Chosen by the host with the runtime,
+    /// never by a skill or a guest.
+    pub runtime_files: Vec<RuntimeFiles>,
+}
+
+/// A folder of the runtime a call runs in, mounted read-only at `guest`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeFiles {
+    pub guest: String,
+    pub host: PathBuf,
 }
 
 /// Guest paths of the mounts, stable across hosts so tools and skills can

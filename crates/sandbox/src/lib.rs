@@ -57,7 +57,7 @@ pub use component::{CompileOrigin, LoadedComponent, header_problem};
 pub use egress::{NetRequest, NetRule, NetTrace};
 pub use engine::{EngineError, EngineOptions, MAX_MEMORY_BYTES, POOL_INSTANCES};
 pub use error::SandboxError;
-pub use grants::{Grants, PinnedDir, SKILL_MOUNT, WorkspaceGrant};
+pub use grants::{Grants, PinnedDir, RuntimeFiles, SKILL_MOUNT, WorkspaceGrant};
 pub use limits::{Limits, MIB, SideEffect};
 pub use mount::{Mount, QuotaKind};
 pub use pending::{Compiled, PendingComponent};

@@ -241,6 +241,9 @@ pub(crate) fn new_store(
     if let Some(packages) = &grants.packages {
         preopen(&mut wasi, packages, PACKAGES_MOUNT, FsPerms::ReadOnly)?;
     }
+    for files in &grants.runtime_files {
+        preopen(&mut wasi, &files.host, &files.guest, FsPerms::ReadOnly)?;
+    }
     if let Some(ws) = &grants.workspace {
         let perms = if ws.writable {
             FsPerms::ReadWrite

@@ -1,9 +1,11 @@
 //! Compiling every skill's components ahead of time, so that no first call
 //! waits for a compile (images, CI, a fleet's shared cache).
 
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use super::Skillbox;
+use crate::runtime::{python, python_full};
 use crate::sandbox::CompileOrigin;
 
 /// One component, compiled or found in the cache by
@@ -59,12 +61,9 @@ impl Skillbox {
             .iter()
             .map(|(skill, rel)| crate::skill::tools::prepare(skill, rel, &self.host.sandbox))
             .collect();
-        // The Python runtime, when a skill ships a Python script.
-        let python = catalog
-            .skills()
-            .find(|skill| !skill.source_scripts().is_empty())
-            .and_then(|_| crate::runtime::python::runtime_path());
-        let total = jobs.len() + usize::from(python.is_some());
+        // The Python runtimes the skills' Python scripts run in.
+        let runtimes = python_runtimes(&catalog);
+        let total = jobs.len() + runtimes.len();
         let mut results: Vec<Compiled> = jobs
             .iter()
             .zip(pending)
@@ -76,23 +75,50 @@ impl Skillbox {
                 compiled
             })
             .collect();
-        if let Some(path) = python {
+        for (name, path) in runtimes {
             let done = self
                 .host
                 .sandbox
                 .load_file(&path)
                 .map_err(|e| e.to_string());
-            let compiled = compiled(
-                "(runtime)",
-                crate::runtime::python::RUNTIME_FILE,
-                done,
-                started,
-            );
-            progress(total, total, &compiled);
+            let compiled = compiled("(runtime)", name, done, started);
+            progress(results.len() + 1, total, &compiled);
             results.push(compiled);
         }
         results
     }
+}
+
+/// The Python runtimes the catalog's Python scripts run in, by the name a
+/// row shows and the component's path: the light one when any skill ships
+/// a Python script, the full one (when installed) when a script needs a
+/// module only it has.
+fn python_runtimes(catalog: &crate::skill::Catalog) -> Vec<(&'static str, PathBuf)> {
+    let with_scripts: Vec<_> = catalog
+        .skills()
+        .map(|skill| (skill, skill.source_scripts()))
+        .filter(|(_, scripts)| !scripts.is_empty())
+        .collect();
+    if with_scripts.is_empty() {
+        return Vec::new();
+    }
+    let mut runtimes: Vec<_> = python::runtime_path()
+        .map(|path| (python::RUNTIME_FILE, path))
+        .into_iter()
+        .collect();
+    if let Some(full) = python_full::installed() {
+        let needs_full = with_scripts.iter().any(|(skill, scripts)| {
+            let site = python::prepared_site(&skill.dir);
+            scripts.iter().any(|script| {
+                let source = python_full::Source::Script(script.clone());
+                !python_full::needed(&full, Some(skill), &source, site.as_deref()).is_empty()
+            })
+        });
+        if needs_full {
+            runtimes.push((python_full::RUNTIME_DIR, full.component()));
+        }
+    }
+    runtimes
 }
 
 /// One component's row.

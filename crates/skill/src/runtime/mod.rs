@@ -8,6 +8,7 @@
 pub mod command;
 pub mod packages;
 pub mod python;
+pub mod python_full;
 
 /// How a skill's script file runs, judged by its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -16,6 +16,7 @@
 //! its wheel's hash, and a later `prepare` of the same requirements
 //! installs those same bytes or refuses.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -43,6 +44,10 @@ pub struct Installed {
     pub distributions: Vec<String>,
     /// Files checked against their wheel's hashes.
     pub files: usize,
+    /// Distributions with no pure-Python wheel that the full Python
+    /// runtime has built in, as `name version`: the skill's Python runs in
+    /// that runtime, which provides them.
+    pub built_in: Vec<String>,
 }
 
 /// Why `prepare` installed nothing. The last folder, if any, is left as
@@ -57,9 +62,12 @@ pub enum PrepareError {
     /// A requirement without an exact version.
     Unpinned(String),
     #[error(
-        "`{0}` has no wheel that runs here: the sandbox runs only pure-Python packages \
+        "`{0}` has no wheel that runs here: prepare installs only pure-Python packages \
          (wheels tagged py3-none-any), and the index has none for it (no such version, or \
-         only compiled wheels or a source archive). Nothing was installed."
+         only compiled wheels or a source archive); compiled packages run only when the \
+         full Python runtime has them built in (numpy, pandas, scipy, matplotlib, Pillow, \
+         lxml, PyYAML, ...: see `skillbox prepare --built-in`), and it has not this one. \
+         Nothing was installed."
     )]
     /// A requirement with no pure-Python wheel.
     NotPure(String),
@@ -255,9 +263,14 @@ pub struct Pinned {
 
 /// Installs `requirements` into `dir/site`, replacing what was there only
 /// once everything is installed and checked. `progress` hears each step.
+/// `built_in` names the distributions the full Python runtime has built in
+/// (canonical name to version; empty when it is not installed): a
+/// requirement with no pure-Python wheel that is among them is provided by
+/// that runtime instead of installed.
 pub fn prepare(
     dir: &Path,
     requirements: &[String],
+    built_in: &BTreeMap<String, String>,
     mut progress: impl FnMut(&str),
 ) -> Result<Installed, PrepareError> {
     for requirement in requirements {
@@ -278,27 +291,27 @@ pub fn prepare(
         std::fs::create_dir_all(folder).map_err(io("cannot create the staging folder"))?;
     }
     let outcome = (|| {
-        let pinned = if requirements.is_empty() {
-            Vec::new()
+        let (pinned, from_runtime) = if requirements.is_empty() {
+            (Vec::new(), Vec::new())
         } else {
             progress(&format!("resolving {}", requirements.join(" ")));
-            let pinned = match &recorded {
-                Some(pins) => download_recorded(&wheels, pins)?,
-                None => resolve(&wheels, requirements, &mut progress)?,
+            let (pinned, from_runtime) = match &recorded {
+                Some(pins) => (download_recorded(&wheels, pins)?, recorded_built_in(dir)),
+                None => resolve(&wheels, requirements, built_in, &mut progress)?,
             };
             same_bytes_as_before(previous.as_ref(), &pinned)?;
             progress(&format!("installing {} wheels", pinned.len()));
             pip_install(&site, &wheels, &pinned)?;
-            pinned
+            (pinned, from_runtime)
         };
         progress("checking every file against its wheel's RECORD");
         let (distributions, files) = verify(&site)?;
         remove_tree(&wheels);
         remove_tree(&staging.join(EMPTY));
         seal(&site);
-        Ok((pinned, distributions, files))
+        Ok((pinned, from_runtime, distributions, files))
     })();
-    let (pinned, distributions, files) = match outcome {
+    let (pinned, from_runtime, distributions, files) = match outcome {
         Ok(done) => done,
         Err(e) => {
             remove_tree(&staging);
@@ -309,6 +322,7 @@ pub fn prepare(
         requirements: requirements.to_vec(),
         distributions,
         files,
+        built_in: from_runtime,
     };
     let record = serde_json::json!({
         "requirements": installed.requirements,
@@ -316,6 +330,7 @@ pub fn prepare(
         "pinned": pinned,
         "files": installed.files,
         "python": PYTHON_VERSION,
+        "built_in": installed.built_in,
     });
     std::fs::write(staging.join("prepared.json"), format!("{record:#}\n"))
         .map_err(io("cannot write prepared.json"))?;
@@ -329,6 +344,22 @@ pub fn prepare(
     std::fs::rename(&staging, &current).map_err(io("cannot put the packages in place"))?;
     remove_tree(&old);
     Ok(installed)
+}
+
+/// The distributions the full Python runtime provides for the packages
+/// prepared in `dir`, as the last `prepare` recorded them.
+fn recorded_built_in(dir: &Path) -> Vec<String> {
+    prepared_record(dir)
+        .and_then(|record| serde_json::from_value(record["built_in"].clone()).ok())
+        .unwrap_or_default()
+}
+
+/// Whether the packages prepared in `site` (a folder [`site_of`] names)
+/// need distributions only the full Python runtime has.
+pub fn needs_built_in(site: &Path) -> bool {
+    site.parent()
+        .and_then(Path::parent)
+        .is_some_and(|dir| !recorded_built_in(dir).is_empty())
 }
 
 /// The folder `prepare` fills: `dir/current/site`.
@@ -442,11 +473,16 @@ fn index_only(name: &str, specifier: &str) -> bool {
 /// downloaded into `wheels`, one level of dependencies at a time. The
 /// first version chosen for a name stays; a later requirement it does not
 /// satisfy is a [`PrepareError::Conflict`].
+///
+/// A distribution with no pure-Python wheel that `built_in` has is left to
+/// the full runtime: returned, as `name version`, beside the pins.
 fn resolve(
     wheels: &Path,
     requirements: &[String],
+    built_in: &BTreeMap<String, String>,
     progress: &mut impl FnMut(&str),
-) -> Result<Vec<Pinned>, PrepareError> {
+) -> Result<(Vec<Pinned>, Vec<String>), PrepareError> {
+    let mut from_runtime = std::collections::BTreeSet::new();
     let mut queue: Vec<Want> = requirements
         .iter()
         .map(|r| {
@@ -472,7 +508,7 @@ fn resolve(
         })
         .collect();
     // name -> (dist, the extras its dependencies were read for)
-    let mut chosen: std::collections::BTreeMap<String, (Dist, Vec<String>)> = Default::default();
+    let mut chosen: BTreeMap<String, (Dist, Vec<String>)> = Default::default();
     let mut constraints: Vec<Want> = Vec::new();
     while !queue.is_empty() {
         let mut fetch: Vec<Want> = Vec::new();
@@ -512,8 +548,22 @@ fn resolve(
         }
         let mut inspect = reread;
         for want in &fetch {
-            let file = pip_download(wheels, &want.name, &want.spec)?;
-            inspect.push((file, want.extras.clone()));
+            match pip_download(wheels, &want.name, &want.spec) {
+                Ok(file) => inspect.push((file, want.extras.clone())),
+                Err(PrepareError::NotPure(spec)) => {
+                    let Some(version) = built_in.get(&want.name) else {
+                        return Err(PrepareError::NotPure(spec));
+                    };
+                    let provided = format!("{} {version}", want.name);
+                    if from_runtime.insert(provided.clone()) {
+                        progress(&format!(
+                            "{spec} has no pure-Python wheel; the full Python runtime has \
+                             {provided} built in, and the skill's Python runs there"
+                        ));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
         }
         for dist in wheel_deps(&inspect)? {
             let by = format!("{} {}", dist.name, dist.version);
@@ -549,7 +599,7 @@ fn resolve(
         }
     }
     check_constraints(&constraints, &chosen)?;
-    chosen
+    let pinned = chosen
         .into_values()
         .map(|(dist, _)| {
             Ok(Pinned {
@@ -558,13 +608,14 @@ fn resolve(
                 version: dist.version,
             })
         })
-        .collect()
+        .collect::<Result<_, PrepareError>>()?;
+    Ok((pinned, from_runtime.into_iter().collect()))
 }
 
 /// Every version chosen satisfies every requirement on it.
 fn check_constraints(
     constraints: &[Want],
-    chosen: &std::collections::BTreeMap<String, (Dist, Vec<String>)>,
+    chosen: &BTreeMap<String, (Dist, Vec<String>)>,
 ) -> Result<(), PrepareError> {
     let checked: Vec<(&Want, &str)> = constraints
         .iter()

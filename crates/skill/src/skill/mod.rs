@@ -19,6 +19,7 @@ pub mod files;
 pub mod fileset;
 pub mod fingerprint;
 pub mod frontmatter;
+pub mod imports;
 pub mod invoke;
 pub mod lock;
 pub mod manifest;

@@ -1,11 +1,13 @@
 //! A loaded skill, and loading one folder into it.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};
 
 use super::diagnostic::Diagnostic;
 use super::files::{MAX_SKILL_FILE_BYTES, ReadError, SkillDir};
 use super::frontmatter::{self, Problem, Strictness};
+use super::imports::top_level_imports;
 use super::manifest::{self, MANIFEST_FILE, Manifest};
 use super::meta::{self, SkillMeta};
 use super::source::{Source, SourceKind};
@@ -45,7 +47,13 @@ pub struct Skill {
     /// Every file the skill serves, with its digest: computed on first use
     /// (it reads every file) and kept with this catalog's skill.
     served_files: Arc<OnceLock<Arc<Vec<SkillFile>>>>,
+    /// The top-level modules the skill's Python files import: computed on
+    /// first use, like `served_files`.
+    python_imports: Arc<OnceLock<Arc<PythonImports>>>,
 }
+
+/// The top-level modules each Python file of a skill imports, by its path.
+pub type PythonImports = BTreeMap<String, BTreeSet<String>>;
 
 /// One file of a skill, as the Skills extension lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +64,10 @@ pub struct SkillFile {
     pub digest: String,
     pub size: u64,
 }
+
+/// The largest Python file whose imports are read; a larger one is data,
+/// not a module a person wrote.
+const MAX_PYTHON_SOURCE_BYTES: u64 = 4 * 1024 * 1024;
 
 /// Files listed in one skill's manifest at most.
 pub const MAX_MANIFEST_FILES: usize = 1000;
@@ -165,6 +177,28 @@ impl Skill {
                     })
                     .collect();
                 Arc::new(files)
+            })
+            .clone()
+    }
+
+    /// The top-level modules each of the skill's `.py` files imports, by
+    /// the file's path, read from their import lines. Reads every Python
+    /// file the first time: call it off the async runtime.
+    pub fn python_imports(&self) -> Arc<PythonImports> {
+        self.python_imports
+            .get_or_init(|| {
+                let mut by_file = PythonImports::new();
+                for path in self.files.list_all_files(MAX_MANIFEST_FILES) {
+                    if !path.ends_with(".py") {
+                        continue;
+                    }
+                    if let Ok(bytes) = self.read_served(&path, MAX_PYTHON_SOURCE_BYTES) {
+                        let mut found = BTreeSet::new();
+                        top_level_imports(&String::from_utf8_lossy(&bytes), &mut found);
+                        by_file.insert(path, found);
+                    }
+                }
+                Arc::new(by_file)
             })
             .clone()
     }
@@ -303,6 +337,7 @@ pub fn load(
         frontmatter: serde_json::to_value(&fm.mapping).unwrap_or_default(),
         provenance: None,
         served_files: Arc::default(),
+        python_imports: Arc::default(),
     };
     (Some(skill), diagnostics)
 }

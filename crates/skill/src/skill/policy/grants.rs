@@ -239,7 +239,7 @@ pub fn grants(skill: &Skill, policy: &UserPolicy, effect: Option<Effect>) -> Res
             env,
             network,
             skill_name: Some(skill.name().to_string()),
-            packages: None,
+            ..Grants::default()
         },
         notes,
     }
@@ -462,17 +462,27 @@ mod tests {
         let granted = &mut policy.skill_grants.get_mut("docx").unwrap()[0];
         granted.limits.fuel = Some(policy.ceilings.fuel * 2);
         granted.limits.memory_mib = Some(1024);
-        let script = crate::sandbox::SideEffect::Script;
+        let script = || crate::sandbox::Limits::for_class(crate::sandbox::SideEffect::Script);
         let mut overrides = super::super::LimitOverrides::default();
         let granted = policy.grant_for(&skill).map(|g| g.limits);
         let granted = granted.as_ref();
-        let (limits, _) =
-            super::super::limits(Some(&skill), script, &policy.ceilings, granted, &overrides);
+        let (limits, _) = super::super::limits(
+            Some(&skill),
+            script(),
+            &policy.ceilings,
+            granted,
+            &overrides,
+        );
         assert_eq!(limits.fuel, policy.ceilings.fuel * 2);
         assert_eq!(limits.memory_bytes, 1024 * crate::sandbox::MIB);
         overrides.fuel = Some(5);
-        let (limits, _) =
-            super::super::limits(Some(&skill), script, &policy.ceilings, granted, &overrides);
+        let (limits, _) = super::super::limits(
+            Some(&skill),
+            script(),
+            &policy.ceilings,
+            granted,
+            &overrides,
+        );
         assert_eq!(limits.fuel, 5);
 
         // `none` keeps it away from the workspace, whatever it asks.

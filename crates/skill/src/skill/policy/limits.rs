@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::sandbox::{Limits, MIB, SideEffect};
+use crate::sandbox::{Limits, MIB};
 use crate::skill::manifest::ManifestLimits;
 use crate::skill::model::Skill;
 
@@ -80,19 +80,20 @@ pub struct LimitOverrides {
     pub net_response_bytes: Option<u64>,
 }
 
-/// Limits for a call of `class`: the class defaults, then the skill's
-/// manifest clamped to the user's ceilings, then what the user granted the
-/// skill (not clamped), then the user's overrides. Returns a note for
-/// every request that was clamped. A component file the user named has no
-/// skill, and no manifest to ask with.
+/// Limits for a call: `defaults` (its class's, [`Limits::for_class`], or
+/// what its runtime needs), then the skill's manifest clamped to the
+/// user's ceilings, then what the user granted the skill (not clamped),
+/// then the user's overrides. Returns a note for every request that was
+/// clamped. A component file the user named has no skill, and no manifest
+/// to ask with.
 pub fn limits(
     skill: Option<&Skill>,
-    class: SideEffect,
+    defaults: Limits,
     ceilings: &Ceilings,
     granted: Option<&ManifestLimits>,
     overrides: &LimitOverrides,
 ) -> (Limits, Vec<String>) {
-    let mut limits = Limits::for_class(class);
+    let mut limits = defaults;
     let mut notes = Vec::new();
     if let Some(skill) = skill
         && let Some(m) = skill.manifest.as_ref().map(|m| &m.limits)

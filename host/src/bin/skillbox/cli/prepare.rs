@@ -15,8 +15,8 @@ use skillbox_skill::skill::Catalog;
 pub(super) struct PrepareArgs {
     /// The skill, by name (from the installed skills and --skills) or by
     /// its folder.
-    #[arg(value_name = "SKILL")]
-    skill: String,
+    #[arg(value_name = "SKILL", required_unless_present = "built_in")]
+    skill: Option<String>,
     /// A pinned requirement besides those the skill declares (its
     /// skillbox.yaml `python.requires`, else its requirements.txt) and
     /// those prepared before; repeatable: --with defusedxml==0.7.1. A pin
@@ -30,6 +30,11 @@ pub(super) struct PrepareArgs {
     /// Show what is prepared for the skill, and change nothing.
     #[arg(long)]
     list: bool,
+    /// Show the packages the full Python runtime has built in (compiled
+    /// ones among them), which no skill needs to prepare, and change
+    /// nothing.
+    #[arg(long, conflicts_with_all = ["list", "with", "replace"])]
+    built_in: bool,
     #[command(flatten)]
     sources: SourceFlags,
     /// Print JSON on stdout instead of a summary.
@@ -38,7 +43,10 @@ pub(super) struct PrepareArgs {
 }
 
 pub(super) fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
-    let folder = PathBuf::from(&args.skill);
+    let Some(name) = args.skill.clone().filter(|_| !args.built_in) else {
+        return built_in(args.json);
+    };
+    let folder = PathBuf::from(&name);
     let by_folder = folder.join("SKILL.md").is_file();
     if by_folder {
         args.sources.skills.push(folder.clone());
@@ -53,12 +61,11 @@ pub(super) fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
         .skills()
         .find(|s| match &wanted {
             Some(dir) => &s.dir == dir,
-            None => s.name() == args.skill,
+            None => s.name() == name,
         })
         .ok_or_else(|| {
             CliError::Usage(format!(
-                "no skill `{}`: name a loaded skill (see `skillbox skills list`) or a folder with a SKILL.md",
-                args.skill
+                "no skill `{name}`: name a loaded skill (see `skillbox skills list`) or a folder with a SKILL.md"
             ))
         })?;
     let dir = runtime::python::packages_dir(&skill.dir).ok_or_else(|| {
@@ -79,15 +86,20 @@ pub(super) fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
             skill.name()
         );
     }
-    let installed =
-        runtime::packages::prepare(&dir, &requirements, |step| eprintln!("prepare: {step}"))
-            .map_err(|e| CliError::Other(anyhow::anyhow!("prepare `{}`: {e}", skill.name())))?;
+    let built_in = runtime::python_full::installed()
+        .map(|full| full.distributions.clone())
+        .unwrap_or_default();
+    let installed = runtime::packages::prepare(&dir, &requirements, &built_in, |step| {
+        eprintln!("prepare: {step}")
+    })
+    .map_err(|e| CliError::Other(anyhow::anyhow!("prepare `{}`: {e}", skill.name())))?;
     if args.json {
         print_json(&json!({
             "skill": skill.name(),
             "requirements": installed.requirements,
             "distributions": installed.distributions,
             "files_checked": installed.files,
+            "built_in": installed.built_in,
         }));
     } else {
         eprintln!(
@@ -100,6 +112,41 @@ pub(super) fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
             },
             installed.files
         );
+        if !installed.built_in.is_empty() {
+            eprintln!(
+                "prepare: its Python runs in the full Python runtime, which has {} built in",
+                installed.built_in.join(", ")
+            );
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `prepare --built-in`: what the full Python runtime has, if installed.
+fn built_in(json: bool) -> Result<ExitCode, CliError> {
+    let full = runtime::python_full::installed();
+    if json {
+        print_json(&json!({
+            "installed": full.is_some(),
+            "python": full.as_ref().map(|f| f.python.clone()),
+            "distributions": full.as_ref().map_or(json!({}), |f| json!(f.distributions)),
+        }));
+        return Ok(ExitCode::SUCCESS);
+    }
+    let Some(full) = full else {
+        println!(
+            "the full Python runtime is not installed: scripts that import compiled packages \
+             (numpy, pandas, lxml, Pillow, ...) cannot run. Install it with scripts/install \
+             (scripts/build-python-full in a source checkout)."
+        );
+        return Ok(ExitCode::SUCCESS);
+    };
+    println!(
+        "the full Python runtime (Python {}) has built in, for any skill that imports them:",
+        full.python
+    );
+    for (name, version) in &full.distributions {
+        println!("  {name} {version}");
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,0 +1,457 @@
+//! Scripts that import compiled packages (numpy, pandas, lxml, Pillow,
+//! PyYAML, matplotlib) run in the full Python runtime, chosen by what they
+//! import, under the same grants and limits as any script; each output is
+//! read back on the host. Scripts that need only the standard library stay
+//! in the light runtime.
+
+use std::path::Path;
+use std::process::Command;
+
+use serde_json::json;
+use skillbox_e2e::mcp::{assert_says, call, connect_stdio};
+use skillbox_e2e::{Run, python_full_runtime, run, workspace};
+
+/// A skill folder (no manifest unless `files` has one) in a fresh skills
+/// folder.
+fn skill(name: &str, files: &[(&str, &str)]) -> tempfile::TempDir {
+    let mut all = vec![(
+        format!("{name}/SKILL.md"),
+        format!(
+            "---\nname: {name}\ndescription: Data scripts for the tests. Use in tests only.\n---\n\
+             Run the scripts in scripts/.\n"
+        ),
+    )];
+    all.extend(
+        files
+            .iter()
+            .map(|(path, body)| (format!("{name}/{path}"), body.to_string())),
+    );
+    let all: Vec<(&str, &str)> = all.iter().map(|(p, b)| (p.as_str(), b.as_str())).collect();
+    workspace(&all)
+}
+
+fn run_script(skills: &Path, script: &str, ws: &Path, extra: &[&str], args: &[&str]) -> Run {
+    let mut argv = vec![
+        "run-script",
+        "--skills",
+        skills.to_str().unwrap(),
+        "--script",
+        script,
+        "--workspace",
+        ws.to_str().unwrap(),
+    ];
+    argv.extend(extra);
+    argv.push("--");
+    argv.extend(args);
+    run(&argv)
+}
+
+/// Runs the host's Python on `code` with `args`; its stdout, trimmed. The
+/// checks read the sandbox's output with libraries that are not the
+/// sandbox's (the host's zipfile and XML parser).
+fn host_python(code: &str, args: &[&Path]) -> String {
+    let out = Command::new("python3")
+        .arg("-c")
+        .arg(code)
+        .args(args)
+        .output()
+        .expect("python3 on the host");
+    assert!(out.status.success(), "host check failed: {out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// A PNG's width and height, from its header.
+fn png_size(path: &Path) -> (u32, u32) {
+    let bytes = std::fs::read(path).unwrap();
+    assert_eq!(
+        &bytes[..8],
+        b"\x89PNG\r\n\x1a\n",
+        "{} is not a PNG",
+        path.display()
+    );
+    let be = |at: usize| u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap());
+    (be(16), be(20))
+}
+
+const SALES: &str = "region,product,units,price\n\
+north,pens,10,1.5\nsouth,pens,4,1.5\nnorth,ink,3,12.0\nwest,paper,20,4.25\nsouth,ink,1,12.0\n";
+
+const SUMMARY: &str = r#"
+import json, sys
+import numpy as np
+import pandas as pd
+
+frame = pd.read_csv(sys.argv[1])
+frame["revenue"] = frame["units"] * frame["price"]
+by_region = frame.groupby("region")["revenue"].sum().sort_index()
+print(json.dumps({
+    "revenue": {k: round(float(v), 2) for k, v in by_region.items()},
+    "mean_units": float(np.mean(frame["units"].to_numpy())),
+    "numpy": np.__version__,
+    "python": list(sys.version_info[:2]),
+}))
+"#;
+
+#[test]
+fn numpy_and_pandas_summarize_a_csv_from_the_workspace() {
+    if !python_full_runtime() {
+        return;
+    }
+    let skills = skill("sales", &[("scripts/summary.py", SUMMARY)]);
+    let ws = workspace(&[("sales.csv", SALES)]);
+    let out = run_script(
+        skills.path(),
+        "sales/scripts/summary.py",
+        ws.path(),
+        &[],
+        &["sales.csv"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let summary: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(
+        summary["revenue"],
+        json!({"north": 51.0, "south": 18.0, "west": 85.0})
+    );
+    assert_eq!(summary["mean_units"], json!(7.6));
+    assert_eq!(summary["python"], json!([3, 15]), "the full runtime ran it");
+}
+
+/// Replaces a word in a Word document's body with lxml, as the docx
+/// skills' scripts edit `word/document.xml`.
+const DOCX_EDIT: &str = r#"
+import sys, zipfile
+from lxml import etree
+
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+source, target = sys.argv[1], sys.argv[2]
+with zipfile.ZipFile(source) as zin:
+    parts = {name: zin.read(name) for name in zin.namelist()}
+body = etree.fromstring(parts["word/document.xml"])
+changed = 0
+for text in body.iter(W + "t"):
+    if "DRAFT" in text.text:
+        text.text = text.text.replace("DRAFT", "FINAL")
+        changed += 1
+parts["word/document.xml"] = etree.tostring(body, xml_declaration=True, encoding="UTF-8", standalone=True)
+with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as zout:
+    for name, data in parts.items():
+        zout.writestr(name, data)
+print("changed", changed)
+"#;
+
+const MAKE_DOCX: &str = r#"
+import sys, zipfile
+W = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+doc = (f'<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document xmlns:w="{W}"><w:body>'
+       '<w:p><w:r><w:t>Status: DRAFT</w:t></w:r></w:p><w:p><w:r><w:t>Owner: Ada</w:t></w:r></w:p>'
+       '<w:p><w:r><w:t>DRAFT again</w:t></w:r></w:p></w:body></w:document>')
+with zipfile.ZipFile(sys.argv[1], "w") as z:
+    z.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"/>')
+    z.writestr("word/document.xml", doc)
+"#;
+
+const READ_DOCX: &str = r#"
+import sys, zipfile
+import xml.etree.ElementTree as ET
+W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+with zipfile.ZipFile(sys.argv[1]) as z:
+    body = ET.fromstring(z.read("word/document.xml"))
+print("|".join(t.text for t in body.iter(W + "t")))
+"#;
+
+#[test]
+fn lxml_edits_a_word_document_the_host_reads_back() {
+    if !python_full_runtime() {
+        return;
+    }
+    let skills = skill(
+        "docx-edit",
+        &[
+            ("skillbox.yaml", "grants:\n  workspace: write\n"),
+            ("scripts/replace.py", DOCX_EDIT),
+        ],
+    );
+    let ws = tempfile::tempdir().unwrap();
+    host_python(MAKE_DOCX, &[&ws.path().join("in.docx")]);
+    let out = run_script(
+        skills.path(),
+        "docx-edit/scripts/replace.py",
+        ws.path(),
+        &["--allow-write"],
+        &["in.docx", "out.docx"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout.trim(), "changed 2");
+    assert_eq!(
+        host_python(READ_DOCX, &[&ws.path().join("out.docx")]),
+        "Status: FINAL|Owner: Ada|FINAL again"
+    );
+    assert_eq!(
+        host_python(READ_DOCX, &[&ws.path().join("in.docx")]),
+        "Status: DRAFT|Owner: Ada|DRAFT again",
+        "the input is left as it was"
+    );
+}
+
+const MAKE_PNG: &str = r#"
+import struct, sys, zlib
+width, height = 640, 480
+rows = b"".join(
+    b"\x00" + bytes(c for x in range(width) for c in (x % 256, y % 256, 128)) for y in range(height)
+)
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+       + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+open(sys.argv[1], "wb").write(png)
+"#;
+
+/// Pillow makes a thumbnail and PyYAML reads the sizes it is asked for, as
+/// an image skill's script would.
+const THUMBNAIL: &str = r#"
+import json, yaml
+from PIL import Image
+
+config = yaml.safe_load(open("thumbs.yaml"))
+image = Image.open(config["source"])
+for name, edge in config["sizes"].items():
+    copy = image.copy()
+    copy.thumbnail((edge, edge))
+    copy.save(f"thumb-{name}.png")
+print(yaml.safe_dump({"source": list(image.size), "mode": image.mode}, sort_keys=True).strip())
+"#;
+
+#[test]
+fn pillow_makes_thumbnails_at_sizes_pyyaml_reads() {
+    if !python_full_runtime() {
+        return;
+    }
+    let skills = skill(
+        "thumbs",
+        &[
+            ("skillbox.yaml", "grants:\n  workspace: write\n"),
+            ("scripts/thumbs.py", THUMBNAIL),
+        ],
+    );
+    let ws = workspace(&[(
+        "thumbs.yaml",
+        "source: photo.png\nsizes:\n  small: 64\n  medium: 200\n",
+    )]);
+    host_python(MAKE_PNG, &[&ws.path().join("photo.png")]);
+    let out = run_script(
+        skills.path(),
+        "thumbs/scripts/thumbs.py",
+        ws.path(),
+        &["--allow-write"],
+        &[],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout.trim(), "mode: RGB\nsource:\n- 640\n- 480");
+    assert_eq!(png_size(&ws.path().join("thumb-small.png")), (64, 48));
+    assert_eq!(png_size(&ws.path().join("thumb-medium.png")), (200, 150));
+}
+
+const CHART: &str = r#"
+import sys
+import matplotlib.pyplot as plt
+
+figure, axes = plt.subplots(figsize=(4, 3), dpi=50)
+axes.bar(["north", "south", "west"], [51, 18, 85])
+axes.set_title("Revenue by region")
+figure.savefig(sys.argv[1])
+print("saved", sys.argv[1])
+"#;
+
+#[test]
+fn matplotlib_draws_a_chart_to_a_png_file() {
+    if !python_full_runtime() {
+        return;
+    }
+    let skills = skill(
+        "charts",
+        &[
+            ("skillbox.yaml", "grants:\n  workspace: write\n"),
+            ("scripts/chart.py", CHART),
+        ],
+    );
+    let ws = tempfile::tempdir().unwrap();
+    let out = run_script(
+        skills.path(),
+        "charts/scripts/chart.py",
+        ws.path(),
+        &["--allow-write"],
+        &["chart.png"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let chart = ws.path().join("chart.png");
+    assert_eq!(png_size(&chart), (200, 150));
+    assert!(
+        std::fs::metadata(&chart).unwrap().len() > 2_000,
+        "an empty chart"
+    );
+}
+
+#[test]
+fn code_run_as_a_skill_reaches_its_helpers_compiled_imports_and_plain_code_stays_light() {
+    if !python_full_runtime() {
+        return;
+    }
+    // The code imports the skill's helper; the helper imports PIL.
+    let skills = skill(
+        "gif-maker",
+        &[
+            ("scripts/make.py", "print('unused')\n"),
+            (
+                "core/frames.py",
+                "from PIL import Image\n\ndef frame(w, h):\n    return Image.new('RGB', (w, h), 'navy').size\n",
+            ),
+        ],
+    );
+    let skills_arg = skills.path().to_str().unwrap();
+    let out = run(&[
+        "run-code",
+        "--skills",
+        skills_arg,
+        "--skill",
+        "gif-maker",
+        "from core.frames import frame\nimport sys\nprint(frame(48, 32), sys.version_info[:2])",
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout.trim(), "(48, 32) (3, 15)");
+
+    // Code with nothing compiled in it runs in the light runtime.
+    let light = run(&["run-code", "import sys, json\nprint(sys.version_info[:2])"]);
+    assert_eq!(light.code, 0, "{light:?}");
+    assert_eq!(light.stdout.trim(), "(3, 14)");
+}
+
+#[test]
+fn prepare_leaves_a_compiled_dependency_to_the_full_runtime() {
+    if !python_full_runtime() {
+        return;
+    }
+    // python-docx is pure Python and needs lxml, which has only compiled
+    // wheels: prepare installs the one and leaves the other to the runtime.
+    let skills = skill(
+        "report-docx",
+        &[
+            ("skillbox.yaml", "grants:\n  workspace: write\n"),
+            ("requirements.txt", "python-docx==1.1.2\n"),
+            (
+                "scripts/report.py",
+                "import docx\nd = docx.Document()\nd.add_heading('Quarterly report', 1)\n\
+                 d.add_paragraph('Revenue rose.')\nd.save('report.docx')\nprint('written')\n",
+            ),
+        ],
+    );
+    let skills_arg = skills.path().to_str().unwrap();
+    let prepared = run(&["prepare", "report-docx", "--skills", skills_arg, "--json"]);
+    assert_eq!(prepared.code, 0, "{prepared:?}");
+    prepared.stderr_says(&[
+        "lxml>=3.1.0 has no pure-Python wheel",
+        "the full Python runtime has lxml 6.1.3 built in",
+    ]);
+    let record = prepared.json();
+    assert_eq!(record["built_in"], json!(["lxml 6.1.3"]), "{record}");
+    let installed = record["distributions"].to_string();
+    assert!(
+        installed.contains("python_docx 1.1.2") && !installed.contains("lxml"),
+        "{record}"
+    );
+
+    let ws = tempfile::tempdir().unwrap();
+    let out = run_script(
+        skills.path(),
+        "report-docx/scripts/report.py",
+        ws.path(),
+        &["--allow-write"],
+        &[],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        host_python(READ_DOCX, &[&ws.path().join("report.docx")]),
+        "Quarterly report|Revenue rose."
+    );
+
+    let listed = run(&["prepare", "--built-in"]);
+    assert_eq!(listed.code, 0, "{listed:?}");
+    listed.stdout_says(&[
+        "numpy 2.5.2",
+        "pandas 3.0.6",
+        "pillow 13.0.0",
+        "pyyaml 6.0.3",
+    ]);
+}
+
+/// Compiled code is held to the same limits: a numpy allocation past the
+/// memory cap and a matrix product past the CPU budget are stopped, each
+/// with its own error, and the server answers the next call.
+#[tokio::test]
+async fn compiled_code_over_its_limits_is_stopped_and_the_server_keeps_serving() {
+    if !python_full_runtime() {
+        return;
+    }
+    let hostile = [
+        (
+            "hog.py",
+            "import numpy\nblocks = [numpy.ones(1 << 22) for _ in range(100)]\n",
+            "memory limit",
+        ),
+        (
+            "grind.py",
+            "import numpy\nm = numpy.ones((1000, 1000))\nfor _ in range(100):\n    m = m @ m / 1000\n",
+            "out of fuel",
+        ),
+        (
+            "escape.py",
+            "import pandas\nprint(pandas.read_csv('/etc/passwd'))\n",
+            "outside what this script may see",
+        ),
+    ];
+    let mut files: Vec<(&str, &str)> = Vec::new();
+    let paths: Vec<String> = hostile
+        .iter()
+        .map(|(name, _, _)| format!("scripts/{name}"))
+        .collect();
+    for ((_, body, _), path) in hostile.iter().zip(&paths) {
+        files.push((path, body));
+    }
+    files.push((
+        "scripts/fine.py",
+        "import numpy\nprint('sum', numpy.arange(5).sum())\n",
+    ));
+    let skills = skill("heavy", &files);
+    let (client, _) = connect_stdio(&[
+        "--skills",
+        skills.path().to_str().unwrap(),
+        "--tools",
+        "all",
+        "--memory-mib",
+        "256",
+        "--fuel",
+        "8000000000",
+    ])
+    .await;
+    for (name, _, says) in hostile {
+        let result = call(
+            &client,
+            "run_script",
+            json!({"skill": "heavy", "script": format!("scripts/{name}")}),
+        )
+        .await;
+        assert_says(&result, &[says]);
+        let text = serde_json::to_string(&result).unwrap();
+        assert!(
+            !text.contains(skills.path().to_str().unwrap()),
+            "{name}: a host path leaked: {text}"
+        );
+    }
+    let fine = call(
+        &client,
+        "run_script",
+        json!({"skill": "heavy", "script": "scripts/fine.py"}),
+    )
+    .await;
+    assert_says(&fine, &["sum 10"]);
+    client.cancel().await.unwrap();
+}
