@@ -331,12 +331,14 @@ fn prepare_leaves_a_compiled_dependency_to_the_full_runtime() {
         return;
     }
     // python-docx is pure Python and needs lxml, which has only compiled
-    // wheels: prepare installs the one and leaves the other to the runtime.
+    // wheels: prepare installs the one and leaves the other to the runtime,
+    // as it does numpy, which the skill pins itself (at another version:
+    // the runtime's is the one a compiled package can have here).
     let skills = skill(
         "report-docx",
         &[
             ("skillbox.yaml", "grants:\n  workspace: write\n"),
-            ("requirements.txt", "python-docx==1.1.2\n"),
+            ("requirements.txt", "python-docx==1.1.2\nnumpy==1.26.4\n"),
             (
                 "scripts/report.py",
                 "import docx\nd = docx.Document()\nd.add_heading('Quarterly report', 1)\n\
@@ -352,7 +354,11 @@ fn prepare_leaves_a_compiled_dependency_to_the_full_runtime() {
         "the full Python runtime has lxml 6.1.3 built in",
     ]);
     let record = prepared.json();
-    assert_eq!(record["built_in"], json!(["lxml 6.1.3"]), "{record}");
+    assert_eq!(
+        record["built_in"],
+        json!(["lxml 6.1.3", "numpy 2.5.2"]),
+        "{record}"
+    );
     let installed = record["distributions"].to_string();
     assert!(
         installed.contains("python_docx 1.1.2") && !installed.contains("lxml"),

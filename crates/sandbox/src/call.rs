@@ -440,6 +440,23 @@ fn classify(error: wasmtime::Error, limits: &Limits, io: &CallIo) -> SandboxErro
             stderr: stderr_tail(io),
         };
     }
+    // An operating-system error with no trap around it is the host's own
+    // failure (mapping memory, a file the host itself opens), not the
+    // tool's: said so, and kept in the log with its whole chain.
+    if error
+        .chain()
+        .any(|cause| cause.downcast_ref::<std::io::Error>().is_some())
+    {
+        tracing::warn!(
+            error = format!("{error:#}"),
+            "the host failed during a call"
+        );
+        return SandboxError::Host(format!(
+            "the host could not finish running the call ({}); nothing in the request caused \
+             it, and the same call may succeed if retried",
+            root_message(&error)
+        ));
+    }
     SandboxError::Trap {
         message: root_message(&error),
         stderr: stderr_tail(io),

@@ -317,18 +317,13 @@ fn problem(line: Option<usize>, rule: &'static str, message: String) -> Problem 
     }
 }
 
-/// Distributions that ship only compiled code: no wheel of theirs runs in
-/// the sandbox, which loads pure Python only.
+/// Distributions that ship only compiled code and that no Python runtime
+/// of skillbox has: no wheel of theirs runs in the sandbox. (numpy, pandas,
+/// lxml, Pillow and the other compiled packages of the full Python runtime
+/// are not here: `prepare` leaves them to that runtime.)
 const COMPILED_DISTRIBUTIONS: &[&str] = &[
-    "lxml",
-    "numpy",
-    "pandas",
-    "scipy",
-    "pillow",
     "opencv-python",
     "torch",
-    "scikit-learn",
-    "matplotlib",
     "pydantic-core",
     "cryptography",
     "psycopg2",
@@ -336,8 +331,6 @@ const COMPILED_DISTRIBUTIONS: &[&str] = &[
     "grpcio",
     "orjson",
     "ujson",
-    "regex",
-    "markupsafe",
 ];
 
 /// What keeps `prepare` from installing a Python requirement.
@@ -402,7 +395,7 @@ fn python_requirement_problem(requirement: &str) -> Result<(), String> {
         ),
         RequirementProblem::Compiled => format!(
             "python requirement `{requirement}` is compiled (C-extension) code with no \
-             pure-Python wheel; the sandbox runs pure-Python packages only"
+             pure-Python wheel, and no Python runtime of skillbox has it built in"
         ),
     })
 }

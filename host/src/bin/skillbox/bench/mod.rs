@@ -8,6 +8,7 @@ mod http_load;
 mod mcp;
 mod memory;
 mod metrics;
+mod packages;
 mod python;
 mod scripts;
 mod table;
@@ -75,6 +76,11 @@ pub(crate) struct BenchArgs {
     /// Seconds each MCP throughput measurement runs.
     #[arg(long, default_value_t = 3.0)]
     mcp_seconds: f64,
+    /// A CPython with numpy, pandas and lxml (a virtual environment's
+    /// `bin/python`) to run the compiled-package scripts natively beside
+    /// the full Python runtime; those rows are skipped when it lacks them.
+    #[arg(long, value_name = "PATH", default_value = "python3")]
+    native_python: PathBuf,
     /// Skip the MCP measurements (they start server processes).
     #[arg(long)]
     no_mcp: bool,
@@ -228,6 +234,22 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         );
         None
     };
+
+    eprintln!(
+        "bench: compiled packages: the full Python runtime cold, numpy, pandas and lxml \
+         scripts warm beside the host's CPython…"
+    );
+    let packages = runtime.block_on(packages::run(
+        &args.native_python,
+        args.compiles,
+        args.iterations.min(20),
+    ))?;
+    if packages.is_none() {
+        eprintln!(
+            "bench: the full Python runtime is not installed; scripts/build-python-full builds \
+             it (compiled-package figures skipped)"
+        );
+    }
 
     let distribution = runtime.block_on(distribution::run(
         &args.trivial,
@@ -400,6 +422,35 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                     <= 1.1 * s.smallest_script.median.as_secs_f64(),
             ),
         ]);
+    }
+    if let Some(p) = &packages {
+        rows.extend([
+            Row::timed("full Python runtime: load, empty cache", &p.cold),
+            Row::timed("full Python runtime: load from disk cache", &p.from_cache),
+            Row::figure(
+                "full Python runtime: size on disk",
+                format!("{:.0} MiB", p.size as f64 / (1 << 20) as f64),
+            ),
+            Row::timed("script `import numpy`, warm (call path)", &p.numpy_import),
+            Row::timed("numpy + pandas group-by script, warm", &p.pandas_run),
+        ]);
+        if let Some(native) = &p.pandas_native {
+            let ratio = ratio_f(p.pandas_run.median, native.median);
+            rows.extend([
+                Row::timed("  pandas, host CPython (new process)", native),
+                Row::figure("  pandas: sandbox / native", format!("{ratio:.1}x"))
+                    .target("≤ 1.5x", ratio <= 1.5),
+            ]);
+        }
+        rows.push(Row::timed("lxml parse + XPath script, warm", &p.lxml_run));
+        if let Some(native) = &p.lxml_native {
+            let ratio = ratio_f(p.lxml_run.median, native.median);
+            rows.extend([
+                Row::timed("  lxml, host CPython (new process)", native),
+                Row::figure("  lxml: sandbox / native", format!("{ratio:.1}x"))
+                    .target("≤ 1.5x", ratio <= 1.5),
+            ]);
+        }
     }
     if args.json {
         let mut out = serde_json::Map::new();
