@@ -83,37 +83,45 @@ import pandas as pd
 
 frame = pd.read_csv(sys.argv[1])
 frame["revenue"] = frame["units"] * frame["price"]
-by_region = frame.groupby("region")["revenue"].sum().sort_index()
+summary = frame.groupby("region").agg(units=("units", "sum"), revenue=("revenue", "sum"))
+summary.to_csv(sys.argv[2])
 print(json.dumps({
-    "revenue": {k: round(float(v), 2) for k, v in by_region.items()},
     "mean_units": float(np.mean(frame["units"].to_numpy())),
-    "numpy": np.__version__,
     "python": list(sys.version_info[:2]),
 }))
 "#;
 
 #[test]
-fn numpy_and_pandas_summarize_a_csv_from_the_workspace() {
+fn numpy_and_pandas_summarize_a_csv_from_the_workspace_into_another() {
     if !python_full_runtime() {
         return;
     }
-    let skills = skill("sales", &[("scripts/summary.py", SUMMARY)]);
+    let skills = skill(
+        "sales",
+        &[
+            ("skillbox.yaml", "grants:\n  workspace: write\n"),
+            ("scripts/summary.py", SUMMARY),
+        ],
+    );
     let ws = workspace(&[("sales.csv", SALES)]);
     let out = run_script(
         skills.path(),
         "sales/scripts/summary.py",
         ws.path(),
-        &[],
-        &["sales.csv"],
+        &["--allow-write"],
+        &["sales.csv", "by-region.csv"],
     );
     assert_eq!(out.code, 0, "{out:?}");
-    let summary: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
-    assert_eq!(
-        summary["revenue"],
-        json!({"north": 51.0, "south": 18.0, "west": 85.0})
+    let printed: serde_json::Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(printed["mean_units"], json!(7.6));
+    assert_eq!(printed["python"], json!([3, 15]), "the full runtime ran it");
+    // Read back with the host's csv module, not the sandbox's pandas.
+    let rows = host_python(
+        "import csv, sys\nfor r in csv.DictReader(open(sys.argv[1])):\n    \
+         print(r['region'], r['units'], float(r['revenue']))",
+        &[&ws.path().join("by-region.csv")],
     );
-    assert_eq!(summary["mean_units"], json!(7.6));
-    assert_eq!(summary["python"], json!([3, 15]), "the full runtime ran it");
+    assert_eq!(rows, "north 13 51.0\nsouth 5 18.0\nwest 20 85.0");
 }
 
 /// Replaces a word in a Word document's body with lxml, as the docx
