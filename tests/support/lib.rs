@@ -56,32 +56,52 @@ pub fn python_sdk() -> bool {
 pub fn python_runtime() -> bool {
     static WARM: OnceLock<bool> = OnceLock::new();
     *WARM.get_or_init(|| {
-        let dir = env!("SKILLBOX_E2E_RUNTIMES");
-        if dir.is_empty() {
+        if env!("SKILLBOX_E2E_RUNTIMES").is_empty() {
             eprintln!("skipping: the Python runtime was not built (componentize-py missing)");
             return false;
         }
-        let skill = tempfile::tempdir().expect("temp skill");
-        let scripts = skill.path().join("warm/scripts");
-        std::fs::create_dir_all(&scripts).expect("skill folder");
-        std::fs::write(
-            skill.path().join("warm/SKILL.md"),
-            "---\nname: warm\ndescription: Warms the Python runtime. Use in tests.\n---\nWarm.\n",
-        )
-        .expect("SKILL.md");
-        std::fs::write(scripts.join("warm.py"), "print('warm')\n").expect("script");
-        let out = skillbox()
-            .args(["compile", skill.path().to_str().expect("utf-8 path")])
-            .env("SKILLBOX_SYSTEM_SKILLS", "")
-            .output()
-            .expect("run skillbox compile");
-        assert!(
-            out.status.success(),
-            "compiling the Python runtime failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        compile_runtime_for("print('warm')\n", "python.wasm");
         true
     })
+}
+
+/// `skillbox compile` of a skill whose one script is `script`, which
+/// compiles the Python runtime it needs (`row`, as compile names it) into
+/// the shared test cache.
+fn compile_runtime_for(script: &str, row: &str) {
+    let skill = python_skill("warm", &[("scripts/warm.py", script)]);
+    let out = skillbox()
+        .args(["compile", skill.path().to_str().expect("utf-8 path")])
+        .env("SKILLBOX_SYSTEM_SKILLS", "")
+        .output()
+        .expect("run skillbox compile");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.contains(row),
+        "compiling {row} failed: {stderr}"
+    );
+}
+
+/// A skill folder with `files` (path, text) and no manifest, as public
+/// skills ship, unless `files` has a `skillbox.yaml`.
+pub fn python_skill(name: &str, files: &[(&str, &str)]) -> tempfile::TempDir {
+    let root = tempfile::tempdir().expect("temp dir");
+    let dir = root.path().join(name);
+    std::fs::create_dir_all(dir.join("scripts")).expect("skill file");
+    std::fs::write(
+        dir.join("SKILL.md"),
+        format!(
+            "---\nname: {name}\ndescription: Python scripts for the tests. Use in tests only.\n---\n\
+             Run `python3 scripts/report.py DIR` from the skill folder.\n"
+        ),
+    )
+    .expect("skill file");
+    for (path, body) in files {
+        let file = dir.join(path);
+        std::fs::create_dir_all(file.parent().expect("a file in the skill")).expect("skill file");
+        std::fs::write(file, body).expect("skill file");
+    }
+    root
 }
 
 /// Whether the full Python runtime was built (`scripts/build-python-full`)
@@ -95,25 +115,7 @@ pub fn python_full_runtime() -> bool {
             eprintln!("skipping: the full Python runtime was not built (PyPI unreachable)");
             return false;
         }
-        let skill = tempfile::tempdir().expect("temp skill");
-        let scripts = skill.path().join("warm-full/scripts");
-        std::fs::create_dir_all(&scripts).expect("skill folder");
-        std::fs::write(
-            skill.path().join("warm-full/SKILL.md"),
-            "---\nname: warm-full\ndescription: Warms the full Python runtime. Use in tests.\n---\nWarm.\n",
-        )
-        .expect("SKILL.md");
-        std::fs::write(scripts.join("warm.py"), "import numpy\n").expect("script");
-        let out = skillbox()
-            .args(["compile", skill.path().to_str().expect("utf-8 path")])
-            .env("SKILLBOX_SYSTEM_SKILLS", "")
-            .output()
-            .expect("run skillbox compile");
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert!(
-            out.status.success() && stderr.contains("python-full"),
-            "compiling the full Python runtime failed: {stderr}"
-        );
+        compile_runtime_for("import numpy\n", "python-full");
         true
     })
 }

@@ -9,26 +9,7 @@ use std::process::Command;
 
 use serde_json::json;
 use skillbox_e2e::mcp::{assert_says, call, connect_stdio};
-use skillbox_e2e::{Run, python_full_runtime, run, workspace};
-
-/// A skill folder (no manifest unless `files` has one) in a fresh skills
-/// folder.
-fn skill(name: &str, files: &[(&str, &str)]) -> tempfile::TempDir {
-    let mut all = vec![(
-        format!("{name}/SKILL.md"),
-        format!(
-            "---\nname: {name}\ndescription: Data scripts for the tests. Use in tests only.\n---\n\
-             Run the scripts in scripts/.\n"
-        ),
-    )];
-    all.extend(
-        files
-            .iter()
-            .map(|(path, body)| (format!("{name}/{path}"), body.to_string())),
-    );
-    let all: Vec<(&str, &str)> = all.iter().map(|(p, b)| (p.as_str(), b.as_str())).collect();
-    workspace(&all)
-}
+use skillbox_e2e::{Run, python_full_runtime, python_skill, run, workspace};
 
 fn run_script(skills: &Path, script: &str, ws: &Path, extra: &[&str], args: &[&str]) -> Run {
     let mut argv = vec![
@@ -96,7 +77,7 @@ fn numpy_and_pandas_summarize_a_csv_from_the_workspace_into_another() {
     if !python_full_runtime() {
         return;
     }
-    let skills = skill(
+    let skills = python_skill(
         "sales",
         &[
             ("skillbox.yaml", "grants:\n  workspace: write\n"),
@@ -172,7 +153,7 @@ fn lxml_edits_a_word_document_the_host_reads_back() {
     if !python_full_runtime() {
         return;
     }
-    let skills = skill(
+    let skills = python_skill(
         "docx-edit",
         &[
             ("skillbox.yaml", "grants:\n  workspace: write\n"),
@@ -234,7 +215,7 @@ fn pillow_makes_thumbnails_at_sizes_pyyaml_reads() {
     if !python_full_runtime() {
         return;
     }
-    let skills = skill(
+    let skills = python_skill(
         "thumbs",
         &[
             ("skillbox.yaml", "grants:\n  workspace: write\n"),
@@ -275,7 +256,7 @@ fn matplotlib_draws_a_chart_to_a_png_file() {
     if !python_full_runtime() {
         return;
     }
-    let skills = skill(
+    let skills = python_skill(
         "charts",
         &[
             ("skillbox.yaml", "grants:\n  workspace: write\n"),
@@ -305,7 +286,7 @@ fn code_run_as_a_skill_reaches_its_helpers_compiled_imports_and_plain_code_stays
         return;
     }
     // The code imports the skill's helper; the helper imports PIL.
-    let skills = skill(
+    let skills = python_skill(
         "gif-maker",
         &[
             ("scripts/make.py", "print('unused')\n"),
@@ -342,7 +323,7 @@ fn prepare_leaves_a_compiled_dependency_to_the_full_runtime() {
     // wheels: prepare installs the one and leaves the other to the runtime,
     // as it does numpy, which the skill pins itself (at another version:
     // the runtime's is the one a compiled package can have here).
-    let skills = skill(
+    let skills = python_skill(
         "report-docx",
         &[
             ("skillbox.yaml", "grants:\n  workspace: write\n"),
@@ -434,7 +415,7 @@ async fn compiled_code_over_its_limits_is_stopped_and_the_server_keeps_serving()
         "scripts/fine.py",
         "import numpy\nprint('sum', numpy.arange(5).sum())\n",
     ));
-    let skills = skill("heavy", &files);
+    let skills = python_skill("heavy", &files);
     let (client, _) = connect_stdio(&[
         "--skills",
         skills.path().to_str().unwrap(),

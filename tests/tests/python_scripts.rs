@@ -10,29 +10,7 @@ use skillbox_e2e::mcp::{
     Recorder, assert_says, assert_tool_error, call, connect_stateless, connect_stdio, serve_http,
     stateless_call,
 };
-use skillbox_e2e::{Run, python_runtime, run, workspace};
-
-/// A skill folder with `files` (path, text) and no manifest, as public
-/// skills ship, unless `files` has a `skillbox.yaml`.
-fn python_skill(name: &str, files: &[(&str, &str)]) -> tempfile::TempDir {
-    let root = tempfile::tempdir().unwrap();
-    let dir = root.path().join(name);
-    std::fs::create_dir_all(dir.join("scripts")).unwrap();
-    std::fs::write(
-        dir.join("SKILL.md"),
-        format!(
-            "---\nname: {name}\ndescription: Python scripts for the tests. Use in tests only.\n---\n\
-             Run `python3 scripts/report.py DIR` from the skill folder.\n"
-        ),
-    )
-    .unwrap();
-    for (path, body) in files {
-        let file = dir.join(path);
-        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-        std::fs::write(file, body).unwrap();
-    }
-    root
-}
+use skillbox_e2e::{Run, python_runtime, python_skill, run, workspace};
 
 fn run_script(skills: &Path, script: &str, extra: &[&str], args: &[&str]) -> Run {
     let mut argv = vec![

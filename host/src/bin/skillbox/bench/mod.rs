@@ -16,7 +16,7 @@ mod transactions;
 
 use table::Row;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -107,6 +107,28 @@ impl Stats {
             n,
         }
     }
+}
+
+/// Loading the component `bytes`: `compiles` times with an empty
+/// compiled-code cache (the first fills `cache`), then from `cache` in new
+/// sandboxes, as a new process would.
+fn load_times(bytes: &[u8], compiles: usize, cache: &Path) -> anyhow::Result<(Stats, Stats)> {
+    let load = |dir: &Path| -> anyhow::Result<Duration> {
+        let sandbox =
+            Sandbox::with_options(&Default::default(), Some(DiskCache::new(dir.to_path_buf())))?;
+        let start = Instant::now();
+        sandbox.load_bytes(bytes)?;
+        Ok(start.elapsed())
+    };
+    let mut cold = Vec::new();
+    for n in 0..compiles {
+        let empty = tempfile::tempdir()?;
+        cold.push(load(if n == 0 { cache } else { empty.path() })?);
+    }
+    let from_cache = (0..compiles.max(3))
+        .map(|_| load(cache))
+        .collect::<anyhow::Result<_>>()?;
+    Ok((Stats::of(cold), Stats::of(from_cache)))
 }
 
 pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {

@@ -7,9 +7,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, bail};
-use tokio_util::sync::CancellationToken;
-
 use super::Stats;
 use skillbox::Skillbox;
 use skillbox_skill::runtime::python_full;
@@ -65,25 +62,7 @@ fn skills() -> anyhow::Result<tempfile::TempDir> {
 }
 
 async fn run_n(skillbox: &Skillbox, script: &str, iterations: usize) -> anyhow::Result<Stats> {
-    let mut samples = Vec::with_capacity(iterations);
-    for _ in 0..iterations {
-        let start = Instant::now();
-        let out = skillbox
-            .run_script(
-                "bench-packages",
-                script,
-                Vec::new(),
-                Vec::new(),
-                &CancellationToken::new(),
-            )
-            .await
-            .with_context(|| format!("running {script}"))?;
-        samples.push(start.elapsed());
-        if out.exit_code != 0 {
-            bail!("{script} exited {}: {}", out.exit_code, out.stderr);
-        }
-    }
-    Ok(Stats::of(samples))
+    super::scripts::run_script_n(skillbox, "bench-packages", script, &[], iterations).await
 }
 
 /// The host's CPython running `code`, timed per process; `None` when it
@@ -131,34 +110,9 @@ pub(super) async fn run(
     let Some(full) = python_full::installed() else {
         return Ok(None);
     };
-    let bytes = std::fs::read(full.component())?;
     let cache = tempfile::tempdir()?;
-    let mut cold = Vec::new();
-    for n in 0..compiles {
-        let empty = tempfile::tempdir()?;
-        let sandbox = skillbox_sandbox::Sandbox::with_options(
-            &Default::default(),
-            Some(skillbox_sandbox::DiskCache::new(if n == 0 {
-                cache.path().to_path_buf()
-            } else {
-                empty.path().to_path_buf()
-            })),
-        )?;
-        let start = Instant::now();
-        sandbox.load_bytes(&bytes)?;
-        cold.push(start.elapsed());
-    }
-    let mut from_cache = Vec::new();
-    for _ in 0..compiles.max(3) {
-        let sandbox = skillbox_sandbox::Sandbox::with_options(
-            &Default::default(),
-            Some(skillbox_sandbox::DiskCache::new(cache.path().to_path_buf())),
-        )?;
-        let start = Instant::now();
-        sandbox.load_bytes(&bytes)?;
-        from_cache.push(start.elapsed());
-    }
-    drop(bytes);
+    let (cold, from_cache) =
+        super::load_times(&std::fs::read(full.component())?, compiles, cache.path())?;
 
     let folder = skills()?;
     let skillbox = Skillbox::builder()
@@ -167,8 +121,8 @@ pub(super) async fn run(
         .build()?;
     run_n(&skillbox, "scripts/bench_numpy.py", 1).await?;
     Ok(Some(PackageFigures {
-        cold: Stats::of(cold),
-        from_cache: Stats::of(from_cache),
+        cold,
+        from_cache,
         size: folder_size(&full.component().with_file_name("")),
         numpy_import: run_n(&skillbox, "scripts/bench_numpy.py", iterations).await?,
         pandas_run: run_n(&skillbox, "scripts/bench_pandas.py", iterations).await?,

@@ -58,14 +58,26 @@ fn skills(rust_command: &Path) -> anyhow::Result<tempfile::TempDir> {
 }
 
 async fn run_n(skillbox: &Skillbox, script: &str, iterations: usize) -> anyhow::Result<Stats> {
+    run_script_n(skillbox, "bench-scripts", script, &["a", "b"], iterations).await
+}
+
+/// `iterations` warm runs of a skill's script through the whole call
+/// path; a Python script that fails stops the benchmark.
+pub(super) async fn run_script_n(
+    skillbox: &Skillbox,
+    skill: &str,
+    script: &str,
+    args: &[&str],
+    iterations: usize,
+) -> anyhow::Result<Stats> {
     let mut samples = Vec::with_capacity(iterations);
     for _ in 0..iterations {
         let start = Instant::now();
         let out = skillbox
             .run_script(
-                "bench-scripts",
+                skill,
                 script,
-                vec!["a".into(), "b".into()],
+                args.iter().map(|a| a.to_string()).collect(),
                 Vec::new(),
                 &CancellationToken::new(),
             )
@@ -107,33 +119,8 @@ pub(super) async fn run(
     compiles: usize,
     iterations: usize,
 ) -> anyhow::Result<ScriptFigures> {
-    let bytes = std::fs::read(runtime)?;
-    let mut cold = Vec::new();
     let cache = tempfile::tempdir()?;
-    for n in 0..compiles {
-        let empty = tempfile::tempdir()?;
-        let sandbox = skillbox_sandbox::Sandbox::with_options(
-            &Default::default(),
-            Some(skillbox_sandbox::DiskCache::new(if n == 0 {
-                cache.path().to_path_buf()
-            } else {
-                empty.path().to_path_buf()
-            })),
-        )?;
-        let start = Instant::now();
-        sandbox.load_bytes(&bytes)?;
-        cold.push(start.elapsed());
-    }
-    let mut from_cache = Vec::new();
-    for _ in 0..compiles.max(3) {
-        let sandbox = skillbox_sandbox::Sandbox::with_options(
-            &Default::default(),
-            Some(skillbox_sandbox::DiskCache::new(cache.path().to_path_buf())),
-        )?;
-        let start = Instant::now();
-        sandbox.load_bytes(&bytes)?;
-        from_cache.push(start.elapsed());
-    }
+    let (cold, from_cache) = super::load_times(&std::fs::read(runtime)?, compiles, cache.path())?;
 
     let folder = skills(rust_command)?;
     let skillbox = Skillbox::builder()
@@ -144,8 +131,8 @@ pub(super) async fn run(
     run_n(&skillbox, "scripts/words.py", 1).await?;
     run_n(&skillbox, "check", 1).await?;
     Ok(ScriptFigures {
-        cold: Stats::of(cold),
-        from_cache: Stats::of(from_cache),
+        cold,
+        from_cache,
         python_run: run_n(&skillbox, "scripts/words.py", iterations).await?,
         rust_run: run_n(&skillbox, "check", iterations).await?,
         smallest_script: run_n(&skillbox, "scripts/one.py", iterations).await?,
