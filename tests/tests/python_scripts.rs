@@ -652,3 +652,46 @@ fn a_missing_or_damaged_runtime_says_how_to_install_it() {
         );
     }
 }
+
+/// The first run on a machine compiles the runtime for seconds; at a
+/// terminal it says so while it waits, and when it is done. `script`
+/// (util-linux) gives the command a terminal.
+#[test]
+fn the_first_run_at_a_terminal_shows_the_runtime_compiling() {
+    if !python_runtime() {
+        return;
+    }
+    let Ok(found) = std::process::Command::new("script")
+        .arg("--version")
+        .output()
+    else {
+        eprintln!("skipped: util-linux's `script` is not installed");
+        return;
+    };
+    assert!(found.status.success(), "{found:?}");
+    let empty_cache = tempfile::tempdir().unwrap();
+    let command = format!(
+        "{} run-code 'print(6 * 7)'",
+        skillbox_e2e::skillbox_bin().display()
+    );
+    let out = std::process::Command::new("script")
+        .args(["--quiet", "--return", "--command", &command, "/dev/null"])
+        .envs(skillbox_e2e::hermetic_env())
+        .env("SKILLBOX_CACHE_DIR", empty_cache.path())
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    for part in [
+        "skillbox: compiling runtimes/python.wasm",
+        "the first run on this machine",
+        "skillbox: compiled runtimes/python.wasm in",
+        "42",
+    ] {
+        assert!(shown.contains(part), "lacks {part:?}: {shown}");
+    }
+    assert!(
+        !shown.contains(empty_cache.path().to_str().unwrap()),
+        "{shown}"
+    );
+}

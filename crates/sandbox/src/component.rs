@@ -7,6 +7,7 @@ use wasmtime::component::{Component, ComponentExportIndex, InstancePre};
 
 use super::cache::DiskCache;
 use super::error::SandboxError;
+use super::progress::{self, Compiling};
 use super::store::CallState;
 use crate::schema::{ComponentExports, export_index, read_exports};
 
@@ -55,6 +56,7 @@ pub(crate) fn load_component(
     linker: &wasmtime::component::Linker<CallState>,
     bytes: &[u8],
     digest_hex: &str,
+    label: Option<&str>,
     cache: Option<&DiskCache>,
 ) -> Result<LoadedComponent, SandboxError> {
     let started = std::time::Instant::now();
@@ -62,7 +64,16 @@ pub(crate) fn load_component(
     let (component, origin) = match from_cache {
         Some(component) => (component, CompileOrigin::DiskCache),
         None => {
-            let component = compile(engine, bytes)?;
+            let digest_label = format!("sha256:{}", &digest_hex[..digest_hex.len().min(12)]);
+            let ended = progress::compile_started(Compiling {
+                label: label.unwrap_or(&digest_label),
+                bytes: bytes.len(),
+            });
+            let component = compile(engine, bytes);
+            if let Some(ended) = ended {
+                ended(started.elapsed());
+            }
+            let component = component?;
             if let Some(cache) = cache {
                 cache.store(engine, digest_hex, &component);
             }

@@ -37,6 +37,7 @@ mod limits;
 mod mount;
 mod output;
 mod pending;
+mod progress;
 mod protect;
 mod scratch;
 pub mod stage;
@@ -61,6 +62,7 @@ pub use grants::{Grants, PinnedDir, RuntimeFiles, SKILL_MOUNT, WorkspaceGrant};
 pub use limits::{Limits, MIB, SideEffect};
 pub use mount::{Mount, QuotaKind};
 pub use pending::{Compiled, PendingComponent};
+pub use progress::{CompileWatcher, Compiling, watch_compiles};
 
 use engine::SandboxEngine;
 
@@ -152,7 +154,8 @@ impl Sandbox {
                 io_reason(&e)
             ))
         })?;
-        let loaded = self.load_bytes(&bytes)?;
+        let label = file_label(path);
+        let loaded = self.load_labelled(&bytes, &sha256_hex(&bytes), Some(&label))?;
         self.lock_loaded()
             .by_file
             .insert(path.to_path_buf(), (stamp.0, stamp.1, loaded.clone()));
@@ -173,6 +176,17 @@ impl Sandbox {
         bytes: &[u8],
         key: &str,
     ) -> Result<Arc<LoadedComponent>, SandboxError> {
+        self.load_labelled(bytes, key, None)
+    }
+
+    /// [`Sandbox::load_hashed`], naming the component to the compile
+    /// watcher by `label` (its file) rather than its digest.
+    fn load_labelled(
+        &self,
+        bytes: &[u8],
+        key: &str,
+        label: Option<&str>,
+    ) -> Result<Arc<LoadedComponent>, SandboxError> {
         if let Some(hit) = self.lock_loaded().by_digest.get(key) {
             return Ok(hit.clone());
         }
@@ -181,6 +195,7 @@ impl Sandbox {
             &self.engine.linker,
             bytes,
             key,
+            label,
             self.cache.as_ref(),
         )?);
         match loaded.origin {
@@ -323,6 +338,15 @@ fn file_name(path: &Path) -> String {
     path.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
+}
+
+/// The file and its folder's name (`python-full/python.wasm`): enough to
+/// tell two runtimes apart, without the host folders above.
+fn file_label(path: &Path) -> String {
+    match path.parent().and_then(Path::file_name) {
+        Some(folder) => format!("{}/{}", folder.to_string_lossy(), file_name(path)),
+        None => file_name(path),
+    }
 }
 
 /// An I/O error's kind in words, without the OS's path-bearing message.

@@ -11,6 +11,7 @@ mod flags;
 mod grant;
 mod memory;
 mod prepare;
+mod progress;
 mod serve;
 mod skills;
 mod telemetry;
@@ -167,6 +168,7 @@ impl From<anyhow::Error> for CliError {
 
 pub(crate) fn main() -> ExitCode {
     telemetry::init();
+    progress::init();
     let cli = Cli::parse();
     if !matches!(cli.command, Command::Serve(_) | Command::Agent(_)) {
         exit_quietly_on_a_closed_pipe();
