@@ -98,6 +98,25 @@ def _frames(error):
     return [frame.filename for frame in traceback.extract_tb(error.__traceback__)]
 
 
+def _chain(error):
+    """The error and those it was raised from or during, outermost first: a
+    library that turns a failed subprocess into its own error
+    (pdf2image's PDFInfoNotInstalledError) keeps the cause in the chain."""
+    seen = []
+    while error is not None and error not in seen and len(seen) < 16:
+        seen.append(error)
+        error = error.__cause__ or error.__context__
+    return seen
+
+
+def _no_processes(error):
+    return (
+        isinstance(error, OSError)
+        and "does not support processes" in str(error)
+        or any(f.endswith("subprocess.py") for f in _frames(error))
+    )
+
+
 def hint(error):
     """Why the sandbox made this fail and what to do, or None."""
     frames = _frames(error)
@@ -161,7 +180,7 @@ def hint(error):
         "os.exec* are not available, and neither is a shell. Do the step in Python, or with "
         "a tool of the skill."
     )
-    if any(f.endswith("subprocess.py") for f in frames):
+    if any(_no_processes(cause) for cause in _chain(error)):
         return no_process
     if isinstance(error, AttributeError) and error.name in PROCESS_FUNCTIONS:
         return no_process
@@ -180,12 +199,7 @@ def hint(error):
         f.endswith(("socket.py", "client.py", "request.py", "connection.py")) for f in frames
     )
     if socket_failed and program:
-        return (
-            f"this script drives {program}, a program outside Python (it talks to it over a "
-            "local socket), and this sandbox runs no programs and has no sockets. That step "
-            "cannot run here; run it where the program is installed, or do it with the "
-            "skill's Python-only route if it has one."
-        )
+        return _drives(program)
     if socket_failed:
         return (
             "scripts get no network sockets in this sandbox (socket, urllib, http.client and "
@@ -268,6 +282,36 @@ def _skill_name():
 
 def _what_runs():
     return "code" if _CODE[0] is not None else "script"
+
+
+def _drives(program):
+    return (
+        f"this {_what_runs()} drives {program}, a program outside Python (it talks to it over "
+        "a local socket), and this sandbox runs no programs and has no sockets. That step "
+        "cannot run here; run it where the program is installed, or do it with the "
+        "skill's Python-only route if it has one."
+    )
+
+
+def _after_quiet_failure():
+    """Why a run that failed without an error the sandbox could read (the
+    script caught it and printed its own message) may have failed, or
+    None: a program it drives, or a workspace it may not write."""
+    program = _program_named()
+    if program:
+        return _drives(program)
+    if _isdir(WORKSPACE) and not os.access(WORKSPACE, os.W_OK):
+        return (
+            f"the workspace is read-only for this {_what_runs()}; if it failed writing there, "
+            + (
+                "run_code writes only when the user allows writing (--allow-write, or a "
+                "write grant the user gave the skill)."
+                if _CODE[0] is not None
+                else "the user can let the skill write with "
+                f"`skillbox grant {_skill_name()} --workspace write`."
+            )
+        )
+    return None
 
 
 def _program_named():
@@ -387,13 +431,15 @@ def run(argv):
             _run_script(argv)
     except SystemExit as error:
         code = _exit_code(error)
+        # 1 is what a script that caught an error exits with; 2 is a usage
+        # error (argparse), which no hint of the sandbox's explains.
+        if code == 1:
+            _say(_after_quiet_failure)
     except BaseException as error:
         code = 1
         try:
             _print_traceback(error)
-            why = hint(error)
-            if why:
-                print(f"skillbox: {why}", file=sys.stderr)
+            _say(lambda: hint(error) or (_drives(p) if (p := _program_named()) else None))
         except BaseException:
             _write(
                 2,
@@ -407,6 +453,17 @@ def run(argv):
             except Exception:
                 pass
     return code
+
+
+def _say(why):
+    """Prints the `skillbox:` line `why()` gives, if any; a hint that fails
+    itself is left out, never raised over the script's own error."""
+    try:
+        text = why()
+    except Exception:
+        return
+    if text:
+        print(f"skillbox: {text}", file=sys.stderr)
 
 
 USAGE = "usage: python SCRIPT [ARGS...] | python -c CODE [ARGS...]"

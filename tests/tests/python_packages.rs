@@ -378,6 +378,78 @@ fn prepare_leaves_a_compiled_dependency_to_the_full_runtime() {
     ]);
 }
 
+/// A public skill's requirements as they are published: unpinned lines on
+/// packages the full runtime has, one the user pins, and one with no wheel
+/// that runs here, which the scripts used do not import and the user
+/// leaves out, for this run and the next.
+#[test]
+fn unpinned_built_in_requirements_are_the_runtimes_and_a_dead_one_is_left_out() {
+    if !python_full_runtime() {
+        return;
+    }
+    let skills = python_skill(
+        "gif-maker",
+        &[
+            ("skillbox.yaml", "grants:\n  workspace: write\n"),
+            (
+                "requirements.txt",
+                "pillow>=10.0.0\nimageio>=2.31.0\nimageio-ffmpeg>=0.4.9\nnumpy>=1.24.0\n",
+            ),
+        ],
+    );
+    let skills_arg = skills.path().to_str().unwrap();
+    let prepare = |extra: &[&str]| {
+        let mut argv = vec!["prepare", "gif-maker", "--skills", skills_arg, "--json"];
+        argv.extend(extra);
+        run(&argv)
+    };
+    let first = prepare(&[]);
+    assert_eq!(first.code, 1, "{first:?}");
+    first.stderr_says(&[
+        "pillow>=10.0.0: the full Python runtime has pillow 13.0.0 built in",
+        "`imageio>=2.31.0` is not pinned",
+        "--without NAME",
+    ]);
+
+    let done = prepare(&["--with", "imageio==2.37.0", "--without", "imageio-ffmpeg"]);
+    assert_eq!(done.code, 0, "{done:?}");
+    let record = done.json();
+    assert_eq!(
+        record["built_in"],
+        json!(["numpy 2.5.2", "pillow 13.0.0"]),
+        "{record}"
+    );
+    assert_eq!(
+        record["distributions"],
+        json!(["imageio 2.37.0"]),
+        "{record}"
+    );
+    assert_eq!(record["without"], json!(["imageio-ffmpeg"]), "{record}");
+    // The next run remembers what was left out.
+    let again = prepare(&[]);
+    assert_eq!(again.code, 0, "{again:?}");
+    assert_eq!(again.json()["without"], json!(["imageio-ffmpeg"]));
+
+    let ws = tempfile::tempdir().unwrap();
+    let out = run(&[
+        "run-code",
+        "--skills",
+        skills_arg,
+        "--skill",
+        "gif-maker",
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--allow-write",
+        "import imageio.v2 as iio\nimport numpy as np\nfrom PIL import Image\n\
+         frames = [np.full((16, 16, 3), i * 40, np.uint8) for i in range(5)]\n\
+         iio.mimsave('wave.gif', frames, loop=0)\nprint(Image.open('wave.gif').n_frames)",
+    ]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout.trim(), "5");
+    let gif = std::fs::read(ws.path().join("wave.gif")).unwrap();
+    assert_eq!(&gif[..6], b"GIF89a");
+}
+
 /// Compiled code is held to the same limits: a numpy allocation past the
 /// memory cap and a matrix product past the CPU budget are stopped, each
 /// with its own error, and the server answers the next call.

@@ -192,10 +192,10 @@ fn a_pinned_requirement_is_prepared_once_and_imported_offline() {
         "--skills",
         skills_arg,
         "--with",
-        "pypdf",
+        "tomli",
     ]);
     assert_eq!(unpinned.code, 1, "{unpinned:?}");
-    unpinned.stderr_says(&["`pypdf` is not pinned", "name==1.2.3"]);
+    unpinned.stderr_says(&["`tomli` is not pinned", "name==1.2.3", "--without NAME"]);
     let compiled = run(&[
         "prepare",
         "toml-read",
@@ -311,6 +311,24 @@ const HOSTILE: &[(&str, &str, &[&str])] = &[
         "cryptoish.py",
         "import Crypto\n",
         &["the PyPI project `pycryptodome`", "only compiled wheels"],
+    ),
+    (
+        "caught.py",
+        "import sys\ntry:\n    open('/workspace/out.txt', 'w')\nexcept OSError as e:\n    print('Error:', e)\n    sys.exit(1)\n",
+        &[
+            "the workspace is read-only for this script",
+            "skillbox grant hostile --workspace write",
+        ],
+    ),
+    (
+        "office_caught.py",
+        "import socket, sys\nSOFFICE = 'soffice'\ntry:\n    socket.socket(socket.AF_UNIX)\nexcept Exception as e:\n    print('Error:', e)\n    sys.exit(1)\n",
+        &["drives LibreOffice (`soffice`)", "runs no programs"],
+    ),
+    (
+        "pdfinfo.py",
+        "import subprocess\nclass PDFInfoNotInstalledError(Exception):\n    pass\ntry:\n    subprocess.run(['pdfinfo', 'a.pdf'])\nexcept Exception:\n    raise PDFInfoNotInstalledError('Unable to get page count. Is poppler installed?')\n",
+        &["PDFInfoNotInstalledError", "runs no processes"],
     ),
     (
         "office.py",

@@ -34,6 +34,17 @@ pub const PYTHON_VERSION: &str = "3.14";
 /// A requirements file in the skill, looked for in this order.
 const REQUIREMENTS_FILES: &[&str] = &["requirements.txt", "scripts/requirements.txt"];
 
+/// What the user asked `prepare` for beyond the skill's own requirement
+/// lines, kept with what is prepared so the next run asks for it again.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Choices {
+    /// Requirements the user added or pinned (`--with`), over all runs
+    /// since the last `--replace`.
+    pub added: Vec<String>,
+    /// Projects the user left out (`--without`), as PEP 503 names.
+    pub without: Vec<String>,
+}
+
 /// What `prepare` installed.
 #[derive(Debug)]
 pub struct Installed {
@@ -57,7 +68,8 @@ pub enum PrepareError {
     #[error(
         "requirement `{0}` is not pinned; give an exact version (`name==1.2.3`; a line of \
          the skill's own is pinned with `skillbox prepare SKILL --with name==1.2.3`), so \
-         that every run gets the code that was checked."
+         that every run gets the code that was checked, or leave it out with `--without \
+         NAME` if the scripts you run do not import it."
     )]
     /// A requirement without an exact version.
     Unpinned(String),
@@ -67,7 +79,8 @@ pub enum PrepareError {
          only compiled wheels or a source archive); compiled packages run only when the \
          full Python runtime has them built in (numpy, pandas, scipy, matplotlib, Pillow, \
          lxml, PyYAML, ...: see `skillbox prepare --built-in`), and it has not this one. \
-         Nothing was installed."
+         Nothing was installed; a requirement the scripts you run do not import can be left \
+         out with `--without NAME`."
     )]
     /// A requirement with no pure-Python wheel.
     NotPure(String),
@@ -208,32 +221,25 @@ pub fn project_of(requirement: &str) -> String {
     normalized
 }
 
-/// What one `prepare` installs: what was prepared before (unless
-/// `replace`), then what the skill declares, then what the user adds with
-/// `--with`. A later line for a project replaces an earlier one, so a
-/// `--with` pin settles a line the skill left unpinned, and adding a
-/// package keeps those prepared before.
+/// What one `prepare` installs: what the skill declares, then what the
+/// user added in earlier runs (unless `replace`), then what the user adds
+/// now with `--with`. A later line for a project replaces an earlier one,
+/// so a user's pin settles a line the skill left unpinned, in this run and
+/// the next, and adding a package keeps those added before.
 pub fn combined(
-    before: &[String],
+    added_before: &[String],
     declared: &[String],
     with: &[String],
     replace: bool,
 ) -> Vec<String> {
-    let before = if replace { &[][..] } else { before };
+    let before = if replace { &[][..] } else { added_before };
     let mut out: Vec<String> = Vec::new();
-    for requirement in before.iter().chain(declared).chain(with) {
+    for requirement in declared.iter().chain(before).chain(with) {
         let project = project_of(requirement);
         out.retain(|r| project_of(r) != project);
         out.push(requirement.clone());
     }
     out
-}
-
-/// The requirements prepared in `dir` last time, if any.
-pub fn prepared_requirements(dir: &Path) -> Vec<String> {
-    prepared_record(dir)
-        .and_then(|record| serde_json::from_value(record["requirements"].clone()).ok())
-        .unwrap_or_default()
 }
 
 /// The record the last `prepare` in `dir` wrote (requirements,
@@ -265,15 +271,34 @@ pub struct Pinned {
 /// once everything is installed and checked. `progress` hears each step.
 /// `built_in` names the distributions the full Python runtime has built in
 /// (canonical name to version; empty when it is not installed): a
-/// requirement with no pure-Python wheel that is among them is provided by
-/// that runtime instead of installed.
+/// requirement with no pure-Python wheel that is among them, or one on
+/// them that pins no exact version (`pillow>=10`), is provided by that
+/// runtime instead of installed. `choices` are recorded, so the next run
+/// asks for the same.
 pub fn prepare(
     dir: &Path,
     requirements: &[String],
+    choices: &Choices,
     built_in: &BTreeMap<String, String>,
     mut progress: impl FnMut(&str),
 ) -> Result<Installed, PrepareError> {
-    for requirement in requirements {
+    let (provided, to_install): (Vec<&String>, Vec<&String>) = requirements
+        .iter()
+        .partition(|r| !r.contains("==") && built_in.contains_key(&project_of(r)));
+    let provided: Vec<String> = provided
+        .into_iter()
+        .map(|r| {
+            let name = project_of(r);
+            let version = &built_in[&name];
+            progress(&format!(
+                "{r}: the full Python runtime has {name} {version} built in, and the skill's \
+                 Python runs there"
+            ));
+            format!("{name} {version}")
+        })
+        .collect();
+    let to_install: Vec<String> = to_install.into_iter().cloned().collect();
+    for requirement in &to_install {
         check_pinned(requirement)?;
     }
     fn io(what: &'static str) -> impl Fn(std::io::Error) -> PrepareError {
@@ -291,14 +316,20 @@ pub fn prepare(
         std::fs::create_dir_all(folder).map_err(io("cannot create the staging folder"))?;
     }
     let outcome = (|| {
-        let (pinned, from_runtime) = if requirements.is_empty() {
-            (Vec::new(), Vec::new())
+        let (pinned, from_runtime) = if to_install.is_empty() {
+            (Vec::new(), provided.clone())
         } else {
-            progress(&format!("resolving {}", requirements.join(" ")));
-            let (pinned, from_runtime) = match &recorded {
+            progress(&format!("resolving {}", to_install.join(" ")));
+            let (pinned, mut from_runtime) = match &recorded {
                 Some(pins) => (download_recorded(&wheels, pins)?, recorded_built_in(dir)),
-                None => resolve(&wheels, requirements, built_in, &mut progress)?,
+                None => resolve(&wheels, &to_install, built_in, &mut progress)?,
             };
+            for name in &provided {
+                if !from_runtime.contains(name) {
+                    from_runtime.push(name.clone());
+                }
+            }
+            from_runtime.sort();
             same_bytes_as_before(previous.as_ref(), &pinned)?;
             progress(&format!("installing {} wheels", pinned.len()));
             pip_install(&site, &wheels, &pinned)?;
@@ -331,6 +362,8 @@ pub fn prepare(
         "files": installed.files,
         "python": PYTHON_VERSION,
         "built_in": installed.built_in,
+        "added": choices.added,
+        "without": choices.without,
     });
     std::fs::write(staging.join("prepared.json"), format!("{record:#}\n"))
         .map_err(io("cannot write prepared.json"))?;
@@ -352,6 +385,20 @@ fn recorded_built_in(dir: &Path) -> Vec<String> {
     prepared_record(dir)
         .and_then(|record| serde_json::from_value(record["built_in"].clone()).ok())
         .unwrap_or_default()
+}
+
+/// What the user chose beyond the skill's own lines, as the last
+/// `prepare` in `dir` recorded it. A record from before choices were kept
+/// counts all it prepared as added.
+pub fn prepared_choices(dir: &Path) -> Choices {
+    let Some(record) = prepared_record(dir) else {
+        return Choices::default();
+    };
+    let list = |key: &str| serde_json::from_value(record[key].clone()).ok();
+    Choices {
+        added: list("added").unwrap_or_else(|| list("requirements").unwrap_or_default()),
+        without: list("without").unwrap_or_default(),
+    }
 }
 
 /// Whether the packages prepared in `site` (a folder [`site_of`] names)

@@ -23,6 +23,12 @@ pub(super) struct PrepareArgs {
     /// for a project the skill lists replaces the skill's line.
     #[arg(long = "with", value_name = "NAME==VERSION")]
     with: Vec<String>,
+    /// Leave a project out, whatever the skill declares (a requirement its
+    /// scripts do not import, or one with no wheel that runs here);
+    /// repeatable, and kept for later runs until --replace or --with
+    /// names it again.
+    #[arg(long, value_name = "NAME", conflicts_with = "list")]
+    without: Vec<String>,
     /// Prepare only what the skill declares and --with gives, dropping
     /// packages added by earlier runs.
     #[arg(long, conflicts_with = "list")]
@@ -33,7 +39,7 @@ pub(super) struct PrepareArgs {
     /// Show the packages the full Python runtime has built in (compiled
     /// ones among them), which no skill needs to prepare, and change
     /// nothing.
-    #[arg(long, conflicts_with_all = ["list", "with", "replace"])]
+    #[arg(long, conflicts_with_all = ["list", "with", "without", "replace"])]
     built_in: bool,
     #[command(flatten)]
     sources: SourceFlags,
@@ -74,12 +80,19 @@ pub(super) fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
     if args.list {
         return list(skill.name(), &dir, args.json);
     }
-    let requirements = runtime::packages::combined(
-        &runtime::packages::prepared_requirements(&dir),
+    let before = runtime::packages::prepared_choices(&dir);
+    let choices = runtime::packages::Choices {
+        added: runtime::packages::combined(&before.added, &[], &args.with, args.replace),
+        without: left_out(&before.without, &args),
+    };
+    let without = &choices.without;
+    let mut requirements = runtime::packages::combined(
+        &before.added,
         &runtime::packages::declared_by(skill),
         &args.with,
         args.replace,
     );
+    requirements.retain(|r| !without.contains(&runtime::packages::project_of(r)));
     if requirements.is_empty() {
         eprintln!(
             "prepare: `{}` declares no requirements and none were given (--with NAME==VERSION); its scripts use the standard library only",
@@ -89,7 +102,10 @@ pub(super) fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
     let built_in = runtime::python_full::installed()
         .map(|full| full.distributions.clone())
         .unwrap_or_default();
-    let installed = runtime::packages::prepare(&dir, &requirements, &built_in, |step| {
+    if !without.is_empty() {
+        eprintln!("prepare: leaving out {}", without.join(", "));
+    }
+    let installed = runtime::packages::prepare(&dir, &requirements, &choices, &built_in, |step| {
         eprintln!("prepare: {step}")
     })
     .map_err(|e| CliError::Other(anyhow::anyhow!("prepare `{}`: {e}", skill.name())))?;
@@ -100,6 +116,7 @@ pub(super) fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
             "distributions": installed.distributions,
             "files_checked": installed.files,
             "built_in": installed.built_in,
+            "without": without,
         }));
     } else {
         eprintln!(
@@ -120,6 +137,27 @@ pub(super) fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The projects left out: those left out before (unless --replace) and
+/// those --without names now, less any --with names again; as PEP 503
+/// names.
+fn left_out(before: &[String], args: &PrepareArgs) -> Vec<String> {
+    let before = if args.replace { &[][..] } else { before };
+    let added: Vec<String> = args
+        .with
+        .iter()
+        .map(|r| runtime::packages::project_of(r))
+        .collect();
+    let mut out: Vec<String> = before
+        .iter()
+        .chain(&args.without)
+        .map(|name| runtime::packages::project_of(name))
+        .filter(|name| !added.contains(name))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 /// `prepare --built-in`: what the full Python runtime has, if installed.
@@ -160,6 +198,8 @@ fn list(skill: &str, dir: &std::path::Path, json: bool) -> Result<ExitCode, CliE
             "prepared": record.is_some(),
             "requirements": record.as_ref().map_or(json!([]), |r| r["requirements"].clone()),
             "distributions": record.as_ref().map_or(json!([]), |r| r["distributions"].clone()),
+            "built_in": record.as_ref().map_or(json!([]), |r| r["built_in"].clone()),
+            "without": record.as_ref().map_or(json!([]), |r| r["without"].clone()),
         }));
         return Ok(ExitCode::SUCCESS);
     }
