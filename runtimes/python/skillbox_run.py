@@ -24,6 +24,7 @@ have, a process, a thread, a socket, a path outside its mounts), a line
 starting with `skillbox:` after the traceback says why and what to do.
 """
 
+import importlib.util
 import linecache
 import os
 import runpy
@@ -45,12 +46,19 @@ MISSING_FROM_PYTHON = {
 }
 # ... and the parts only the full runtime has.
 MISSING_FROM_LIGHT = {"bz2", "_bz2", "lzma", "_lzma"}
-# Compiled packages the full runtime has built in, by import name (with
-# pure ones whose PyPI project ships only compiled wheels, as PyYAML): the
-# host runs a script in that runtime when it imports one of them.
+# The modules the full runtime has beyond the standard library (its
+# packages.json, which an end-to-end test holds this list to): the host
+# runs a script in that runtime when it imports one of them.
 BUILT_INTO_FULL = {
-    "numpy", "pandas", "scipy", "lxml", "PIL", "sklearn", "matplotlib", "yaml", "regex",
-    "markupsafe", "kiwisolver", "contourpy", "statsmodels", "reportlab",
+    "PIL", "attr", "attrs", "bs4", "charset_normalizer", "cloudpickle", "contourpy", "cycler",
+    "dateutil", "defusedxml", "et_xmlfile", "fontTools", "formulaic", "html5lib",
+    "interface_meta", "isympy", "jinja2", "joblib", "kiwisolver", "lxml", "markupsafe",
+    "matplotlib", "more_itertools", "mpl_toolkits", "mpmath", "narwhals", "networkx", "numpy",
+    "openpyxl", "packaging", "pandas", "patsy", "pylab", "pyparsing", "pypdf", "regex",
+    "reportlab", "reportlab_mods", "reportlab_settings", "scipy", "seaborn", "six", "sklearn",
+    "soupsieve", "statsmodels", "sympy", "tabulate", "threadpoolctl", "tlz", "tomli_w",
+    "toolz", "tqdm", "typing_extensions", "tzdata", "webencodings", "wrapt", "xlrd",
+    "xlsxwriter", "xmltodict", "yaml",
 }
 # Popular packages that are compiled code, so no pure-Python wheel exists.
 C_EXTENSION_PACKAGES = {
@@ -94,6 +102,13 @@ def _has_c_extension(top):
     return False
 
 
+def _importable(top):
+    try:
+        return importlib.util.find_spec(top) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _frames(error):
     return [frame.filename for frame in traceback.extract_tb(error.__traceback__)]
 
@@ -122,8 +137,7 @@ def hint(error):
     frames = _frames(error)
     if isinstance(error, ModuleNotFoundError) and error.name:
         top = error.name.split(".")[0]
-        missing = MISSING_FROM_PYTHON if _FULL[0] else MISSING_FROM_PYTHON | MISSING_FROM_LIGHT
-        if top in missing or error.name in missing:
+        if top in MISSING_FROM_PYTHON or error.name in MISSING_FROM_PYTHON:
             return (
                 f"module `{error.name}` is part of Python but not of the WebAssembly build this "
                 "sandbox runs (it has no OpenSSL, ctypes, curses, processes). The script "
@@ -131,7 +145,11 @@ def hint(error):
             )
         project = PROJECT_OF_IMPORT.get(top, top)
         named = f"`{top}`" if project == top else f"`{top}` (the PyPI project `{project}`)"
-        if top in BUILT_INTO_FULL and not _FULL[0]:
+        if _FULL[0] and _importable(top):
+            # The package is here; the name below it is not one of its
+            # modules, which its own error says.
+            return None
+        if (top in BUILT_INTO_FULL or top in MISSING_FROM_LIGHT) and not _FULL[0]:
             return (
                 f"{named} runs in skillbox's full Python runtime, which has it built in. "
                 f"skillbox chooses that runtime when the script, the code or a module of the "

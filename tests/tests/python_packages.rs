@@ -321,8 +321,7 @@ fn prepare_leaves_a_compiled_dependency_to_the_full_runtime() {
     }
     // python-docx is pure Python and needs lxml, which has only compiled
     // wheels: prepare installs the one and leaves the other to the runtime,
-    // as it does numpy, which the skill pins itself (at another version:
-    // the runtime's is the one a compiled package can have here).
+    // as it does numpy once the user pins the version the runtime has.
     let skills = python_skill(
         "report-docx",
         &[
@@ -336,7 +335,25 @@ fn prepare_leaves_a_compiled_dependency_to_the_full_runtime() {
         ],
     );
     let skills_arg = skills.path().to_str().unwrap();
-    let prepared = run(&["prepare", "report-docx", "--skills", skills_arg, "--json"]);
+    // The skill's numpy pin is a version no build here has: refused, with
+    // the command that accepts the runtime's.
+    let refused = run(&["prepare", "report-docx", "--skills", skills_arg]);
+    assert_eq!(refused.code, 1, "{refused:?}");
+    refused.stderr_says(&[
+        "needs `numpy==1.26.4`",
+        "it has numpy 2.5.2 built in",
+        "--with numpy==2.5.2",
+        "Nothing was installed",
+    ]);
+    let prepared = run(&[
+        "prepare",
+        "report-docx",
+        "--skills",
+        skills_arg,
+        "--with",
+        "numpy==2.5.2",
+        "--json",
+    ]);
     assert_eq!(prepared.code, 0, "{prepared:?}");
     prepared.stderr_says(&[
         "lxml>=3.1.0 has no pure-Python wheel",
@@ -521,4 +538,186 @@ async fn compiled_code_over_its_limits_is_stopped_and_the_server_keeps_serving()
     .await;
     assert_says(&fine, &["sum 10"]);
     client.cancel().await.unwrap();
+}
+
+/// A script chooses the full runtime by its imports, so the runtime's
+/// larger defaults stay within the ceilings the user set for skills.
+#[test]
+fn the_full_runtimes_defaults_stay_within_the_users_ceilings() {
+    if !python_full_runtime() {
+        return;
+    }
+    let skills = python_skill(
+        "greedy",
+        &[(
+            "scripts/grab.py",
+            "import numpy\nblocks = [numpy.ones(1 << 21) for _ in range(40)]\nprint('held')\n",
+        )],
+    );
+    let ws = tempfile::tempdir().unwrap();
+    let script = "greedy/scripts/grab.py";
+    let capped = run_script(
+        skills.path(),
+        script,
+        ws.path(),
+        &["--ceiling-memory-mib", "96"],
+        &[],
+    );
+    assert_ne!(capped.code, 0, "{capped:?}");
+    capped.stderr_says(&["memory limit", "96 MiB"]);
+    // 40 blocks of 16 MiB: within a 1 GiB ceiling, the runtime's own limit.
+    let roomy = run_script(
+        skills.path(),
+        script,
+        ws.path(),
+        &["--ceiling-memory-mib", "1024"],
+        &[],
+    );
+    assert_eq!(roomy.code, 0, "{roomy:?}");
+    assert_eq!(roomy.stdout.trim(), "held");
+}
+
+/// A skill made of import lines (hundreds of modules, each importing a
+/// thousand names) cannot make the host's choice of runtime slow or
+/// large: the scan reads a bounded number of names and walks each file
+/// once. The script still gets the runtime its own imports need.
+#[test]
+fn a_skill_of_a_million_import_lines_is_scanned_within_bounds() {
+    if !python_full_runtime() {
+        return;
+    }
+    let mut files: Vec<(String, String)> = (0..300)
+        .map(|m| {
+            let names: Vec<String> = (0..1000).map(|k| format!("x{m}_{k}")).collect();
+            let lines: Vec<String> = names
+                .chunks(200)
+                .map(|c| format!("import {}", c.join(", ")))
+                .collect();
+            (format!("scripts/m{m}.py"), lines.join("\n"))
+        })
+        .collect();
+    let imports: Vec<String> = (0..300).map(|m| format!("import m{m}")).collect();
+    files.push((
+        "scripts/run.py".into(),
+        format!(
+            "import numpy\nif False:\n    {}\nprint(numpy.arange(4).sum())\n",
+            imports.join("\n    ")
+        ),
+    ));
+    let files: Vec<(&str, &str)> = files
+        .iter()
+        .map(|(p, b)| (p.as_str(), b.as_str()))
+        .collect();
+    let skills = python_skill("wide", &files);
+    let ws = tempfile::tempdir().unwrap();
+    let out = run_script(skills.path(), "wide/scripts/run.py", ws.path(), &[], &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(out.stdout.trim(), "6");
+}
+
+/// The list of modules the light runtime's hint knows the full runtime has
+/// is the list the full runtime's build wrote.
+#[test]
+fn the_hints_list_of_built_in_modules_is_the_runtimes_own() {
+    let dir = env!("SKILLBOX_E2E_PYTHON_FULL");
+    if dir.is_empty() {
+        return;
+    }
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(Path::new(dir).join("packages.json")).unwrap())
+            .unwrap();
+    let built: Vec<&str> = record["modules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m.as_str().unwrap())
+        .collect();
+    let runner =
+        std::fs::read_to_string(skillbox_e2e::repo().join("runtimes/python/skillbox_run.py"))
+            .unwrap();
+    let start = runner.find("BUILT_INTO_FULL = {").unwrap();
+    let literal = &runner[start..start + runner[start..].find('}').unwrap()];
+    let listed: Vec<&str> = literal.split('"').skip(1).step_by(2).collect();
+    assert_eq!(
+        listed, built,
+        "update BUILT_INTO_FULL in runtimes/python/skillbox_run.py"
+    );
+}
+
+/// A runtime folder someone else could change, or one whose mounted
+/// folders are links, is not used: its files would be mounted into calls.
+#[test]
+fn a_runtime_folder_others_could_change_or_linked_elsewhere_is_refused() {
+    let dir = env!("SKILLBOX_E2E_PYTHON_FULL");
+    if dir.is_empty() || !python_full_runtime() {
+        return;
+    }
+    use std::os::unix::fs::{PermissionsExt, symlink};
+    let real = Path::new(dir);
+    let secret = tempfile::tempdir().unwrap();
+    std::fs::write(secret.path().join("id_rsa"), "PRIVATE KEY").unwrap();
+    let copy = tempfile::tempdir().unwrap();
+    let runtime = copy.path().join("python-full");
+    std::fs::create_dir(&runtime).unwrap();
+    std::fs::create_dir(runtime.join("lib")).unwrap();
+    std::fs::copy(real.join("packages.json"), runtime.join("packages.json")).unwrap();
+    symlink(real.join("python.wasm"), runtime.join("python.wasm")).unwrap();
+    // Copies: the sandbox follows no link out of a mounted folder.
+    let zip = record_zip(real);
+    std::fs::copy(real.join("lib").join(&zip), runtime.join("lib").join(&zip)).unwrap();
+    std::fs::create_dir(runtime.join("lib/skillbox")).unwrap();
+    for entry in std::fs::read_dir(real.join("lib/skillbox")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(
+            entry.path(),
+            runtime.join("lib/skillbox").join(entry.file_name()),
+        )
+        .unwrap();
+    }
+    symlink(secret.path(), runtime.join("mpl-data")).unwrap();
+    let skills = python_skill(
+        "peek",
+        &[(
+            "scripts/peek.py",
+            "import numpy, os\nprint(os.listdir('/usr/local/lib/python315.zip/matplotlib/mpl-data'))\n",
+        )],
+    );
+    let ws = tempfile::tempdir().unwrap();
+    let peek = |runtime: &Path| {
+        skillbox_e2e::skillbox()
+            .args([
+                "run-script",
+                "--skills",
+                skills.path().to_str().unwrap(),
+                "--script",
+                "peek/scripts/peek.py",
+                "--workspace",
+                ws.path().to_str().unwrap(),
+            ])
+            .env("SKILLBOX_PYTHON_FULL_RUNTIME", runtime)
+            .output()
+            .unwrap()
+    };
+    let linked = Run::from(peek(&runtime));
+    assert!(!linked.stdout.contains("id_rsa"), "{linked:?}");
+    linked.stderr_says(&["full Python runtime"]);
+
+    // With its own folder in place it runs; made group-writable it is refused.
+    std::fs::remove_file(runtime.join("mpl-data")).unwrap();
+    std::fs::create_dir(runtime.join("mpl-data")).unwrap();
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o700)).unwrap();
+    let own = Run::from(peek(&runtime));
+    assert_eq!(own.code, 0, "{own:?}");
+    assert_eq!(own.stdout.trim(), "[]");
+    std::fs::set_permissions(&runtime, std::fs::Permissions::from_mode(0o770)).unwrap();
+    let shared = Run::from(peek(&runtime));
+    assert_ne!(shared.code, 0, "{shared:?}");
+    shared.stderr_says(&["full Python runtime"]);
+}
+
+/// The standard library zip's name, from the runtime's packages.json.
+fn record_zip(runtime: &Path) -> String {
+    let record: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(runtime.join("packages.json")).unwrap()).unwrap();
+    record["zip"].as_str().unwrap().to_string()
 }

@@ -260,8 +260,13 @@ impl Host {
             .and_then(|s| self.options.policy.grant_for(s));
         let mut defaults = Limits::for_class(prepared.class);
         if prepared.full_python.is_some() {
-            defaults.memory_bytes = defaults.memory_bytes.max(python_full::MEMORY_BYTES);
-            defaults.fuel = defaults.fuel.max(python_full::FUEL);
+            // The runtime's larger needs, within the ceilings the user set
+            // for what a skill may get without the user's word: a script
+            // chooses this runtime by its imports.
+            let ceilings = &self.options.policy.ceilings;
+            let memory = python_full::MEMORY_BYTES.min(ceilings.memory_bytes);
+            defaults.memory_bytes = defaults.memory_bytes.max(memory);
+            defaults.fuel = defaults.fuel.max(python_full::FUEL.min(ceilings.fuel));
         }
         let (limits, clamped) = policy::limits(
             prepared.skill.as_deref(),

@@ -418,10 +418,15 @@ impl Host {
             .await
             .map_err(|_| "the loader stopped".to_string())?
             .map_err(|_| {
-                "skillbox's Python runtime is installed but could not be loaded (it is \
-                 damaged, or not a runtime of this version). The user can install it again \
-                 with scripts/install (scripts/build-runtimes in a source checkout)."
-                    .to_string()
+                let (which, script) = match full {
+                    Some(_) => ("full Python runtime", "scripts/build-python-full"),
+                    None => ("Python runtime", "scripts/build-runtimes"),
+                };
+                format!(
+                    "skillbox's {which} is installed but could not be loaded (it is damaged, \
+                     or not a runtime of this version). The user can install it again with \
+                     scripts/install ({script} in a source checkout)."
+                )
             })?;
         Ok(Arc::new(PendingComponent::ready(loaded)))
     }

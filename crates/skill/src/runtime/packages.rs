@@ -160,6 +160,24 @@ pub enum PrepareError {
         /// The sha256 of the wheel the index serves now.
         actual: String,
     },
+    #[error(
+        "`{by}` needs `{name}{specifier}`, but {name} is compiled code that only the full \
+         Python runtime provides, and it has {name} {version} built in; compiled packages \
+         cannot be installed at another version. If the scripts work with {version}, pin it \
+         (`--with {name}=={version}`); if they do not import {name}, leave it out \
+         (`--without {name}`). Nothing was installed."
+    )]
+    /// A requirement on a built-in compiled package that its version fails.
+    BuiltInVersion {
+        /// The distribution's name.
+        name: String,
+        /// The version built in.
+        version: String,
+        /// Who asked: `the skill`, or `name version`.
+        by: String,
+        /// The version specifier asked for.
+        specifier: String,
+    },
     #[error("{0}")]
     /// The packages folder could not be written.
     Io(String),
@@ -282,9 +300,11 @@ pub fn prepare(
     built_in: &BTreeMap<String, String>,
     mut progress: impl FnMut(&str),
 ) -> Result<Installed, PrepareError> {
-    let (provided, to_install): (Vec<&String>, Vec<&String>) = requirements
-        .iter()
-        .partition(|r| !r.contains("==") && built_in.contains_key(&project_of(r)));
+    // An unpinned line on a package built into the full runtime is the
+    // runtime's, if its version is one the line accepts.
+    let runtimes = |r: &&String| !r.contains("==") && built_in.contains_key(&project_of(r));
+    let (provided, to_install): (Vec<&String>, Vec<&String>) =
+        requirements.iter().partition(runtimes);
     let provided: Vec<String> = provided
         .into_iter()
         .map(|r| {
@@ -301,6 +321,27 @@ pub fn prepare(
     for requirement in &to_install {
         check_pinned(requirement)?;
     }
+    let asked_of_runtime: Vec<Want> = requirements
+        .iter()
+        .filter(runtimes)
+        .map(|r| {
+            let spec = r.split(';').next().unwrap_or_default();
+            let after_name =
+                spec.trim_start_matches(|c: char| c.is_alphanumeric() || "-_.".contains(c));
+            let specifier = match after_name.split_once(']') {
+                Some((_, rest)) if after_name.starts_with('[') => rest,
+                _ => after_name,
+            };
+            Want {
+                name: project_of(r),
+                extras: Vec::new(),
+                spec: spec.trim().to_string(),
+                specifier: specifier.trim().to_string(),
+                by: "the skill".into(),
+            }
+        })
+        .collect();
+    check_constraints(&asked_of_runtime, &BTreeMap::new(), built_in)?;
     fn io(what: &'static str) -> impl Fn(std::io::Error) -> PrepareError {
         move |e| PrepareError::Io(format!("{what}: {e}"))
     }
@@ -529,7 +570,7 @@ fn resolve(
     built_in: &BTreeMap<String, String>,
     progress: &mut impl FnMut(&str),
 ) -> Result<(Vec<Pinned>, Vec<String>), PrepareError> {
-    let mut from_runtime = std::collections::BTreeSet::new();
+    let mut from_runtime: BTreeMap<String, String> = BTreeMap::new();
     let mut queue: Vec<Want> = requirements
         .iter()
         .map(|r| {
@@ -601,11 +642,14 @@ fn resolve(
                     let Some(version) = built_in.get(&want.name) else {
                         return Err(PrepareError::NotPure(spec));
                     };
-                    let provided = format!("{} {version}", want.name);
-                    if from_runtime.insert(provided.clone()) {
+                    if from_runtime
+                        .insert(want.name.clone(), version.clone())
+                        .is_none()
+                    {
                         progress(&format!(
                             "{spec} has no pure-Python wheel; the full Python runtime has \
-                             {provided} built in, and the skill's Python runs there"
+                             {} {version} built in, and the skill's Python runs there",
+                            want.name
                         ));
                     }
                 }
@@ -645,7 +689,7 @@ fn resolve(
             chosen.entry(dist.name.clone()).or_insert((dist, extras));
         }
     }
-    check_constraints(&constraints, &chosen)?;
+    check_constraints(&constraints, &chosen, &from_runtime)?;
     let pinned = chosen
         .into_values()
         .map(|(dist, _)| {
@@ -656,19 +700,34 @@ fn resolve(
             })
         })
         .collect::<Result<_, PrepareError>>()?;
-    Ok((pinned, from_runtime.into_iter().collect()))
+    let from_runtime = from_runtime
+        .into_iter()
+        .map(|(name, version)| format!("{name} {version}"))
+        .collect();
+    Ok((pinned, from_runtime))
 }
 
-/// Every version chosen satisfies every requirement on it.
+/// Every version chosen (by pip, or built into the full runtime: `built`)
+/// satisfies every requirement on it.
 fn check_constraints(
     constraints: &[Want],
     chosen: &BTreeMap<String, (Dist, Vec<String>)>,
+    built: &BTreeMap<String, String>,
 ) -> Result<(), PrepareError> {
+    let version_of = |name: &str| {
+        chosen
+            .get(name)
+            .map(|(d, _)| d.version.as_str())
+            .or_else(|| built.get(name).map(String::as_str))
+    };
     let checked: Vec<(&Want, &str)> = constraints
         .iter()
         .filter(|w| !w.specifier.is_empty())
-        .filter_map(|w| chosen.get(&w.name).map(|(d, _)| (w, d.version.as_str())))
+        .filter_map(|w| version_of(&w.name).map(|version| (w, version)))
         .collect();
+    if checked.is_empty() {
+        return Ok(());
+    }
     let request = serde_json::json!({
         "mode": "check",
         "constraints": checked
@@ -683,15 +742,30 @@ fn check_constraints(
         unsatisfied: Vec<usize>,
     }
     let answer: Answer = run_helper(&request)?;
-    match answer.unsatisfied.first().and_then(|&i| checked.get(i)) {
-        Some((want, version)) => Err(PrepareError::Conflict {
-            name: want.name.clone(),
-            version: (*version).to_string(),
-            by: want.by.clone(),
-            specifier: want.specifier.clone(),
-        }),
-        None => Ok(()),
-    }
+    let Some((want, version)) = answer.unsatisfied.first().and_then(|&i| checked.get(i)) else {
+        return Ok(());
+    };
+    let (name, version, by, specifier) = (
+        want.name.clone(),
+        (*version).to_string(),
+        want.by.clone(),
+        want.specifier.clone(),
+    );
+    Err(if chosen.contains_key(&want.name) {
+        PrepareError::Conflict {
+            name,
+            version,
+            by,
+            specifier,
+        }
+    } else {
+        PrepareError::BuiltInVersion {
+            name,
+            version,
+            by,
+            specifier,
+        }
+    })
 }
 
 /// Downloads exactly the recorded set, and checks each wheel is the one

@@ -25,14 +25,15 @@ pub const RUNTIME_DIR: &str = "runtimes/python-full";
 /// its standard library there (`python3XY.zip`), and skillbox's runner.
 const LIB_MOUNT: &str = "/usr/local/lib";
 
-/// The memory a call in this runtime gets unless the skill asks for
+/// The memory a call in this runtime gets (within the user's ceiling for
+/// skills, 256 MiB by default) unless the skill asks for
 /// another limit or the user gives one. CPython with pandas and
 /// matplotlib imported and a figure drawn needs between 96 and 128 MiB,
 /// over the 64 MiB other calls get; data a script loads needs more.
 pub const MEMORY_BYTES: usize = 1024 * crate::sandbox::MIB;
 
-/// The fuel a call in this runtime gets unless the skill or the user says
-/// otherwise. Importing is costly here: pandas spends about 4.8 billion
+/// The fuel a call in this runtime gets (within the user's ceiling for
+/// skills) unless the skill or the user says otherwise. Importing is costly here: pandas spends about 4.8 billion
 /// units and matplotlib's pyplot 8 billion (its modules are unpacked from
 /// the zip and unmarshalled at every run), so the 10 billion other calls
 /// get would stop a script that plots a frame.
@@ -109,7 +110,10 @@ pub fn runtime_dir() -> Option<PathBuf> {
 }
 
 /// The full runtime, if installed and whole. Read once per installed
-/// version: a reinstall (a new `packages.json`) is read again.
+/// version: a reinstall (a new `packages.json`) is read again. A runtime
+/// folder that is damaged, or that another user could have put there or
+/// could change (it is mounted into calls), is refused, with a warning in
+/// the log.
 pub fn installed() -> Option<Arc<FullRuntime>> {
     /// The folder read, its `packages.json`'s modification time, and what
     /// it held.
@@ -125,20 +129,68 @@ pub fn installed() -> Option<Arc<FullRuntime>> {
     {
         return Some(runtime.clone());
     }
-    let bytes = std::fs::read(&record).ok()?;
-    let parsed: Record = serde_json::from_slice(&bytes).ok()?;
-    let runtime = Arc::new(FullRuntime {
-        dir: dir.clone(),
+    match open(&dir) {
+        Ok(runtime) => {
+            let runtime = Arc::new(runtime);
+            *read = Some((dir, stamp, runtime.clone()));
+            Some(runtime)
+        }
+        Err(why) => {
+            tracing::warn!(
+                "the full Python runtime is not used: {why}; reinstall it (scripts/install, or \
+                 scripts/build-python-full in a source checkout)"
+            );
+            None
+        }
+    }
+}
+
+/// Reads and checks the runtime folder `dir`.
+fn open(dir: &Path) -> Result<FullRuntime, String> {
+    for folder in [dir.to_path_buf(), dir.join("lib"), dir.join("mpl-data")] {
+        if folder.ends_with("mpl-data") && !folder.exists() {
+            continue;
+        }
+        private_folder(&folder).map_err(|why| {
+            format!(
+                "its folder `{}` {why}",
+                folder.file_name().unwrap_or_default().to_string_lossy()
+            )
+        })?;
+    }
+    let bytes = std::fs::read(dir.join("packages.json"))
+        .map_err(|_| "its packages.json cannot be read".to_string())?;
+    let parsed: Record = serde_json::from_slice(&bytes)
+        .map_err(|_| "its packages.json is not what build-python-full writes".to_string())?;
+    let runtime = FullRuntime {
+        dir: dir.to_path_buf(),
         python: parsed.python,
         zip: parsed.zip,
         distributions: parsed.distributions,
         modules: parsed.modules,
-    });
-    if !runtime.component().is_file() || !dir.join("lib").join(&runtime.zip).is_file() {
-        return None;
+    };
+    let zip_ok = !runtime.zip.contains('/') && dir.join("lib").join(&runtime.zip).is_file();
+    if !runtime.component().is_file() || !zip_ok {
+        return Err("its python.wasm or its standard library's zip is missing".into());
     }
-    *read = Some((dir, stamp, runtime.clone()));
-    Some(runtime)
+    Ok(runtime)
+}
+
+/// A real folder (not a link) owned by this user, which no one else can
+/// write: what is mounted into calls must be what the user installed.
+fn private_folder(folder: &Path) -> Result<(), &'static str> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(folder).map_err(|_| "cannot be read")?;
+    if !meta.is_dir() {
+        return Err("is not a folder (a symbolic link?)");
+    }
+    if meta.uid() != rustix::process::geteuid().as_raw() {
+        return Err("is owned by another user");
+    }
+    if meta.mode() & 0o022 != 0 {
+        return Err("is writable by group or others");
+    }
+    Ok(())
 }
 
 /// The runtime's argv for `script` (relative to the skill folder).
@@ -178,7 +230,12 @@ pub enum Source {
 /// (a script's `from core.builder import x` reaches `core/builder.py`'s
 /// `import PIL`). Modules in the standard library, and those the packages
 /// prepared for the skill provide (`site`, which the light runtime mounts
-/// too), are not needed from it. Empty: the light runtime will do.
+/// too), are not needed from it; `bz2` and `lzma`, which only its
+/// standard library has, are. Empty: the light runtime will do.
+///
+/// The walk visits each of the skill's files once (an index from module
+/// names to files, then a breadth-first walk), so its cost is the size of
+/// the skill's import lists, which [`Skill::python_imports`] bounds.
 pub fn needed(
     runtime: &FullRuntime,
     skill: Option<&Skill>,
@@ -188,42 +245,58 @@ pub fn needed(
     let files = skill.map(Skill::python_imports).unwrap_or_default();
     let mut wanted = BTreeSet::new();
     match source {
-        Source::Script(path) => {
-            if let Some(imports) = files.get(path.as_str()) {
-                wanted.extend(imports.iter().cloned());
+        Source::Script(path) => match files.get(path.as_str()) {
+            Some(imports) => wanted.extend(imports.iter().cloned()),
+            None => {
+                if let Some(skill) = skill {
+                    wanted.extend(skill.python_imports_of(path));
+                }
             }
-        }
+        },
         Source::Code(code) => top_level_imports(code, &mut wanted),
     }
-    let mut seen_local = BTreeSet::new();
+    // Module name -> the skill's files that belong to it.
+    let mut local: BTreeMap<&str, Vec<&BTreeSet<String>>> = BTreeMap::new();
+    for (path, imports) in files.iter() {
+        for name in module_names(path) {
+            local.entry(name).or_default().push(imports);
+        }
+    }
     let mut queue: Vec<String> = wanted.iter().cloned().collect();
+    let mut walked = BTreeSet::new();
     while let Some(name) = queue.pop() {
-        if !seen_local.insert(name.clone()) {
+        let Some(belonging) = local.get(name.as_str()) else {
+            continue;
+        };
+        if !walked.insert(name) {
             continue;
         }
-        for (path, imports) in files.iter() {
-            if is_module_named(path, &name) {
-                for import in imports {
-                    if wanted.insert(import.clone()) {
-                        queue.push(import.clone());
-                    }
+        for imports in belonging {
+            for import in imports.iter() {
+                if wanted.insert(import.clone()) {
+                    queue.push(import.clone());
                 }
             }
         }
     }
     wanted
         .into_iter()
-        .filter(|module| runtime.provides(module))
+        .filter(|module| runtime.provides(module) || ONLY_ITS_STDLIB.contains(&module.as_str()))
         .filter(|module| !site.is_some_and(|site| prepared_has(site, module)))
         .collect()
 }
 
-/// Whether the skill file at `path` belongs to a module or package named
-/// `name` (`name.py`, or a file in a folder `name/`).
-fn is_module_named(path: &str, name: &str) -> bool {
-    let mut parts = path.split('/');
-    let file = parts.next_back().unwrap_or_default();
-    file.strip_suffix(".py") == Some(name) || parts.any(|folder| folder == name)
+/// Standard-library modules the full runtime's build has and the light
+/// one's lacks.
+const ONLY_ITS_STDLIB: &[&str] = &["bz2", "lzma"];
+
+/// The module names the skill file at `path` belongs to: its own name
+/// (`helpers` for `scripts/helpers.py`) and each folder on its path, a
+/// package it may be part of (`core` for `core/frames.py`).
+fn module_names(path: &str) -> impl Iterator<Item = &str> {
+    let mut parts: Vec<&str> = path.split('/').collect();
+    let file = parts.pop().unwrap_or_default();
+    parts.into_iter().chain(file.strip_suffix(".py"))
 }
 
 /// Whether the prepared `site` folder has the top-level module `top`.
@@ -237,10 +310,13 @@ mod tests {
 
     #[test]
     fn a_file_belongs_to_the_module_its_name_or_a_folder_names() {
-        assert!(is_module_named("scripts/helpers.py", "helpers"));
-        assert!(is_module_named("core/gif_builder.py", "core"));
-        assert!(is_module_named("scripts/core/__init__.py", "core"));
-        assert!(!is_module_named("scripts/helpers.py", "scripts_x"));
-        assert!(!is_module_named("numpy_notes.py", "numpy"));
+        let names = |path| module_names(path).collect::<Vec<_>>();
+        assert_eq!(names("scripts/helpers.py"), ["scripts", "helpers"]);
+        assert_eq!(names("core/gif_builder.py"), ["core", "gif_builder"]);
+        assert_eq!(
+            names("scripts/core/__init__.py"),
+            ["scripts", "core", "__init__"]
+        );
+        assert_eq!(names("numpy_notes.py"), ["numpy_notes"]);
     }
 }

@@ -10,26 +10,52 @@
 
 use std::collections::BTreeSet;
 
-/// The top-level module names `source` imports, added to `into`.
-/// Relative imports (`from . import x`) are the code's own, not a
-/// package's, and are left out.
+/// The most module names read from one source: far more than a program
+/// imports, few enough that a skill made of import lines cannot make the
+/// host's choice of runtime slow.
+pub const MAX_IMPORTS: usize = 2_000;
+
+/// The top-level module names `source` imports, added to `into` until it
+/// holds [`MAX_IMPORTS`]. Relative imports (`from . import x`) are the
+/// code's own, not a package's, and are left out.
 pub fn top_level_imports(source: &str, into: &mut BTreeSet<String>) {
     let code = source
         .lines()
         .map(|line| line.split('#').next().unwrap_or_default());
-    for statement in code.flat_map(|line| line.split(';')).map(str::trim_start) {
-        if let Some(rest) = statement.strip_prefix("import ") {
-            for part in rest.split(',') {
-                add(part.split_whitespace().next(), into);
-            }
-        } else if let Some(rest) = statement.strip_prefix("from ") {
-            let mut words = rest.split_whitespace();
-            let module = words.next();
-            if words.next() == Some("import") {
-                add(module, into);
-            }
+    for statement in code.flat_map(|line| line.split(';')) {
+        if into.len() >= MAX_IMPORTS {
+            return;
+        }
+        // A one-line compound statement (`try: import numpy`, `if x: import
+        // y`) has its import after a colon.
+        for part in std::iter::once(statement).chain(statement.split(':').skip(1)) {
+            import_statement(part.trim_start(), into);
         }
     }
+}
+
+/// Adds the modules one statement imports, if it is an import.
+fn import_statement(statement: &str, into: &mut BTreeSet<String>) {
+    if let Some(rest) = keyword(statement, "import") {
+        for part in rest.split(',') {
+            add(part.split_whitespace().next(), into);
+        }
+    } else if let Some(rest) = keyword(statement, "from") {
+        // `from a.b import c`, `from a import(c, d)`
+        let module = rest.split_whitespace().next().unwrap_or_default();
+        let after = rest.trim_start()[module.len()..].trim_start();
+        if after.starts_with("import") {
+            add(Some(module), into);
+        }
+    }
+}
+
+/// What follows `word` when the statement starts with it as a keyword
+/// (followed by whitespace).
+fn keyword<'a>(statement: &'a str, word: &str) -> Option<&'a str> {
+    statement
+        .strip_prefix(word)
+        .filter(|rest| rest.starts_with(char::is_whitespace))
 }
 
 fn add(dotted: Option<&str>, into: &mut BTreeSet<String>) {
@@ -61,6 +87,21 @@ mod tests {
             imports(source),
             ["PIL", "json", "lxml", "numpy", "os", "yaml"]
         );
+    }
+
+    #[test]
+    fn one_line_compound_statements_tabs_and_parenthesized_names_count() {
+        let source = "try: import numpy\nexcept ImportError: numpy = None\n\
+                      import\tpandas\nfrom scipy import(stats)\nif True: import lxml.etree\n";
+        assert_eq!(imports(source), ["lxml", "numpy", "pandas", "scipy"]);
+    }
+
+    #[test]
+    fn a_source_of_import_lines_yields_at_most_the_cap() {
+        let source: String = (0..5 * MAX_IMPORTS)
+            .map(|k| format!("import m{k}\n"))
+            .collect();
+        assert_eq!(imports(&source).len(), MAX_IMPORTS);
     }
 
     #[test]

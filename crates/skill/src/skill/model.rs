@@ -65,6 +65,10 @@ pub struct SkillFile {
     pub size: u64,
 }
 
+/// The most module names read from one skill's Python files, over all of
+/// them: the walk that chooses a runtime costs no more than this.
+const MAX_SKILL_IMPORTS: usize = 20_000;
+
 /// The largest Python file whose imports are read; a larger one is data,
 /// not a module a person wrote.
 const MAX_PYTHON_SOURCE_BYTES: u64 = 4 * 1024 * 1024;
@@ -188,19 +192,40 @@ impl Skill {
         self.python_imports
             .get_or_init(|| {
                 let mut by_file = PythonImports::new();
+                let mut read = 0;
                 for path in self.files.list_all_files(MAX_MANIFEST_FILES) {
                     if !path.ends_with(".py") {
                         continue;
                     }
+                    if read >= MAX_SKILL_IMPORTS {
+                        tracing::warn!(
+                            skill = self.name(),
+                            "its Python files import more than {MAX_SKILL_IMPORTS} modules; \
+                             the rest are not read when choosing a Python runtime"
+                        );
+                        break;
+                    }
                     if let Ok(bytes) = self.read_served(&path, MAX_PYTHON_SOURCE_BYTES) {
                         let mut found = BTreeSet::new();
                         top_level_imports(&String::from_utf8_lossy(&bytes), &mut found);
+                        read += found.len();
                         by_file.insert(path, found);
                     }
                 }
                 Arc::new(by_file)
             })
             .clone()
+    }
+
+    /// The top-level modules the skill's Python file `rel` imports, read
+    /// now: for a file [`Skill::python_imports`] left unread because the
+    /// skill's files import too many.
+    pub fn python_imports_of(&self, rel: &str) -> BTreeSet<String> {
+        let mut found = BTreeSet::new();
+        if let Ok(bytes) = self.read_served(rel, MAX_PYTHON_SOURCE_BYTES) {
+            top_level_imports(&String::from_utf8_lossy(&bytes), &mut found);
+        }
+        found
     }
 
     pub fn component_digest(&self, rel: &str) -> Option<&str> {
