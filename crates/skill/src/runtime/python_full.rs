@@ -25,18 +25,18 @@ pub const RUNTIME_DIR: &str = "runtimes/python-full";
 /// its standard library there (`python3XY.zip`), and skillbox's runner.
 const LIB_MOUNT: &str = "/usr/local/lib";
 
-/// The memory a call in this runtime gets (within the user's ceiling for
-/// skills, 256 MiB by default) unless the skill asks for
-/// another limit or the user gives one. CPython with pandas and
+/// The most memory a call in this runtime gets by default: the user's
+/// ceiling for skills (256 MiB unless raised) up to this, unless the skill
+/// asks for another limit or the user gives one. CPython with pandas and
 /// matplotlib imported and a figure drawn needs between 96 and 128 MiB,
 /// over the 64 MiB other calls get; data a script loads needs more.
 pub const MEMORY_BYTES: usize = 1024 * crate::sandbox::MIB;
 
-/// The fuel a call in this runtime gets (within the user's ceiling for
-/// skills) unless the skill or the user says otherwise. Importing is costly here: pandas spends about 4.8 billion
-/// units and matplotlib's pyplot 8 billion (its modules are unpacked from
-/// the zip and unmarshalled at every run), so the 10 billion other calls
-/// get would stop a script that plots a frame.
+/// The most fuel a call in this runtime gets by default, within the user's
+/// ceiling for skills. Importing is costly here: pandas spends about 4.8
+/// billion units and matplotlib's pyplot 8 billion (its modules are
+/// unpacked from the zip and unmarshalled at every run), so the 10 billion
+/// other calls get would stop a script that plots a frame.
 pub const FUEL: u64 = 60_000_000_000;
 
 /// The runner, in the library folder.
@@ -92,11 +92,6 @@ impl FullRuntime {
     /// has beyond the standard library.
     pub fn provides(&self, top: &str) -> bool {
         self.modules.contains(top)
-    }
-
-    /// The version of the distribution `name` (canonical) built in.
-    pub fn distribution(&self, name: &str) -> Option<&str> {
-        self.distributions.get(name).map(String::as_str)
     }
 }
 
