@@ -33,6 +33,8 @@ import sys
 import traceback
 import types
 
+import skillbox_process
+
 SKILL = "/skill"
 PACKAGES = "/packages"
 WORKSPACE = "/workspace"
@@ -125,6 +127,8 @@ def _chain(error):
 
 
 def _no_processes(error):
+    if type(error).__name__ in ("CalledProcessError", "TimeoutExpired"):
+        return False
     return (
         isinstance(error, OSError)
         and "does not support processes" in str(error)
@@ -193,10 +197,13 @@ def hint(error):
             f"`skillbox prepare {_skill_name()} --with {project}==VERSION` (VERSION: the "
             "release the skill needs), or the skill can list it in its requirements.txt."
         )
+    refusal = skillbox_process.LAST_REFUSAL[0]
+    if refusal and any(isinstance(cause, PermissionError) for cause in _chain(error)):
+        return refusal
     no_process = (
-        "this sandbox runs no processes (WebAssembly has none): subprocess, os.system and "
-        "os.exec* are not available, and neither is a shell. Do the step in Python, or with "
-        "a tool of the skill."
+        "WebAssembly has no processes: subprocess runs Python children and the programs the "
+        "user granted the skill, but os.fork, os.exec*, multiprocessing and os.spawn* are not "
+        "available. Do the step in Python, or with subprocess."
     )
     if any(_no_processes(cause) for cause in _chain(error)):
         return no_process
@@ -304,10 +311,11 @@ def _what_runs():
 
 def _drives(program):
     return (
-        f"this {_what_runs()} drives {program}, a program outside Python (it talks to it over "
-        "a local socket), and this sandbox runs no programs and has no sockets. That step "
-        "cannot run here; run it where the program is installed, or do it with the "
-        "skill's Python-only route if it has one."
+        f"this {_what_runs()} drives {program}, a program outside Python, over a local "
+        "socket, and scripts in this sandbox have no sockets. A program a script starts with "
+        "subprocess can run when the user grants it to the skill (`skillbox grant "
+        f"{_skill_name()} --program NAME`); talking to it over a socket cannot. Run that step "
+        "where the program is installed, or use the skill's Python-only route if it has one."
     )
 
 
@@ -315,6 +323,8 @@ def _after_quiet_failure():
     """Why a run that failed without an error the sandbox could read (the
     script caught it and printed its own message) may have failed, or
     None: a program it drives, or a workspace it may not write."""
+    if skillbox_process.LAST_REFUSAL[0]:
+        return skillbox_process.LAST_REFUSAL[0]
     program = _program_named()
     if program:
         return _drives(program)
@@ -442,6 +452,7 @@ def run(argv):
     """Runs `SCRIPT [ARGS...]` or `-c CODE [ARGS...]`; returns the exit
     status, after the failure report when it failed."""
     code = 0
+    skillbox_process.install()
     try:
         if argv[0] == "-c":
             _run_code(argv[1], argv[2:])

@@ -49,6 +49,33 @@ pub fn python_sdk() -> bool {
     found
 }
 
+/// Whether this host can run granted programs in the OS sandbox:
+/// bubblewrap with user namespaces, and `pdftoppm` and `bash` to run. CI
+/// installs them (`SKILLBOX_REQUIRE_PROGRAMS`); elsewhere the tests that
+/// need them are skipped with a word.
+pub fn host_programs() -> bool {
+    static FOUND: OnceLock<bool> = OnceLock::new();
+    *FOUND.get_or_init(|| {
+        let sandbox = Command::new("bwrap")
+            .args(["--unshare-all", "--ro-bind", "/", "/", "true"])
+            .status()
+            .is_ok_and(|s| s.success());
+        let programs = ["/usr/bin/pdftoppm", "/usr/bin/bash"]
+            .iter()
+            .all(|p| Path::new(p).is_file());
+        let found = sandbox && programs;
+        if !found && std::env::var_os("SKILLBOX_REQUIRE_PROGRAMS").is_some() {
+            panic!("bubblewrap (with user namespaces), poppler-utils and bash are required");
+        }
+        if !found {
+            eprintln!(
+                "skipped: bubblewrap or pdftoppm is missing (apt install bubblewrap poppler-utils)"
+            );
+        }
+        found
+    })
+}
+
 /// Whether the Python runtime was built (`scripts/build-runtimes`) for the
 /// binary under test, which finds it in `target/runtimes/`. Compiles it
 /// into the shared test cache once per test process, so tests running at
@@ -296,6 +323,22 @@ pub fn exit_within(child: std::process::Child, within: std::time::Duration, what
 /// Runs `skillbox` with `args` and collects the result.
 pub fn run(args: &[&str]) -> Run {
     skillbox().args(args).output().expect("run skillbox").into()
+}
+
+/// Runs `skillbox run-script` on a skill's script (`SKILL/PATH`) found in
+/// `skills`, with flags `extra` and the script's `args`.
+pub fn run_script(skills: &Path, script: &str, extra: &[&str], args: &[&str]) -> Run {
+    let mut argv = vec![
+        "run-script",
+        "--skills",
+        skills.to_str().expect("utf-8 path"),
+        "--script",
+        script,
+    ];
+    argv.extend(extra);
+    argv.push("--");
+    argv.extend(args);
+    run(&argv)
 }
 
 /// Runs `skillbox call` on a component function with JSON arguments and

@@ -14,6 +14,7 @@ mod cli;
 mod distribution;
 mod foreign;
 mod host_boundary;
+mod host_programs;
 mod layering;
 mod load_balancer;
 mod mcp_confirm_tasks;

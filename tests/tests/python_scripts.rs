@@ -10,21 +10,7 @@ use skillbox_e2e::mcp::{
     Recorder, assert_says, assert_tool_error, call, connect_stateless, connect_stdio, serve_http,
     stateless_call,
 };
-use skillbox_e2e::{Run, python_runtime, python_skill, run, workspace};
-
-fn run_script(skills: &Path, script: &str, extra: &[&str], args: &[&str]) -> Run {
-    let mut argv = vec![
-        "run-script",
-        "--skills",
-        skills.to_str().unwrap(),
-        "--script",
-        script,
-    ];
-    argv.extend(extra);
-    argv.push("--");
-    argv.extend(args);
-    run(&argv)
-}
+use skillbox_e2e::{Run, python_runtime, python_skill, run, run_script, workspace};
 
 const REPORT: &str = r#"
 import json, os, sys
@@ -282,7 +268,7 @@ const HOSTILE: &[(&str, &str, &[&str])] = &[
     (
         "shell.py",
         "import subprocess\nsubprocess.run(['sh', '-c', 'id'])\n",
-        &["runs no processes", "subprocess"],
+        &["skillbox grant hostile --program sh", "OS sandbox"],
     ),
     (
         "connect.py",
@@ -323,17 +309,20 @@ const HOSTILE: &[(&str, &str, &[&str])] = &[
     (
         "office_caught.py",
         "import socket, sys\nSOFFICE = 'soffice'\ntry:\n    socket.socket(socket.AF_UNIX)\nexcept Exception as e:\n    print('Error:', e)\n    sys.exit(1)\n",
-        &["drives LibreOffice (`soffice`)", "runs no programs"],
+        &["drives LibreOffice (`soffice`)", "no sockets"],
     ),
     (
         "pdfinfo.py",
         "import subprocess\nclass PDFInfoNotInstalledError(Exception):\n    pass\ntry:\n    subprocess.run(['pdfinfo', 'a.pdf'])\nexcept Exception:\n    raise PDFInfoNotInstalledError('Unable to get page count. Is poppler installed?')\n",
-        &["PDFInfoNotInstalledError", "runs no processes"],
+        &[
+            "PDFInfoNotInstalledError",
+            "skillbox grant hostile --program pdfinfo",
+        ],
     ),
     (
         "office.py",
         "import socket\nSOFFICE = 'soffice'\nsocket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n",
-        &["drives LibreOffice (`soffice`)", "runs no programs"],
+        &["drives LibreOffice (`soffice`)", "no sockets"],
     ),
 ];
 

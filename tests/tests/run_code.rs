@@ -463,7 +463,7 @@ async fn hostile_code_gets_its_precise_error_and_the_host_keeps_serving() {
         ),
         (
             "import subprocess\nsubprocess.run(['sh', '-c', 'id'])\n",
-            &["runs no processes"],
+            &["code run without a skill may not start programs"],
         ),
     ];
     let ws = workspace(&[("a.txt", "a")]);

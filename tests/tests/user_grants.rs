@@ -284,7 +284,7 @@ fn bad_grants_are_refused_with_what_to_fix_and_a_damaged_file_is_named() {
     given.stderr_says(&["has no WebAssembly tools"]);
     let missing = home.run(&["grant", "commenter", "--revoke", "--env", "OTHER"]);
     assert_eq!(missing.code, 2, "{missing:?}");
-    missing.stderr_says(&["none of the hosts or keys named is granted"]);
+    missing.stderr_says(&["none of the hosts, keys or programs named is granted"]);
     let dropped = home.run(&["grant", "commenter", "--revoke", "--env", "TOKEN"]);
     assert_eq!(
         dropped.stdout.trim(),

@@ -57,6 +57,10 @@ pub struct Record {
     /// Outgoing HTTP requests: host, port, method, status, bytes, outcome.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub network: Vec<crate::sandbox::NetRequest>,
+    /// Programs the guest asked the host to start: the path that ran (or
+    /// the name refused), its arguments, outcome and exit code.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<crate::sandbox::ProgramRun>,
     /// For a write-granted call: whether its workspace changes were
     /// committed, discarded, conflicted or kept in a dry run, and how many.
     #[serde(skip_serializing_if = "Option::is_none")]

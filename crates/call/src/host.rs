@@ -83,6 +83,8 @@ pub(crate) struct CallRecord<'a> {
     pub tool_resolved: bool,
     /// A script's exit code, once it has run.
     pub exit_code: Option<i32>,
+    /// The programs it asked the host for, secrets redacted.
+    pub programs: Vec<crate::sandbox::ProgramRun>,
 }
 
 /// What the audit keeps of code run with `run_code`.
@@ -434,6 +436,7 @@ impl Host {
             trace_id: call.trace.as_ref().map(|t| t.trace_id.clone()),
             parent_span_id: call.trace.as_ref().map(|t| t.parent_id.clone()),
             network: network.to_vec(),
+            programs: call.programs.clone(),
             workspace,
         };
         self.metrics.observe(&record, call.tool_resolved);
@@ -465,6 +468,7 @@ impl Host {
             trace: caller.trace.clone(),
             tool_resolved: true,
             exit_code: None,
+            programs: Vec::new(),
         };
         self.record(&record, outcome, started, None, &[], None);
     }

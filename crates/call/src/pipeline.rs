@@ -30,7 +30,8 @@ use super::request::{CallReply, Caller, Outcome, Target, WorkspaceChanges, Works
 use crate::runtime::{python, python_full};
 use crate::sandbox::stage::{ChangeSet, Stage};
 use crate::sandbox::{
-    Entry, Grants, GuestCall, Limits, NetRequest, NetTrace, PendingChanges, SandboxError, Usage,
+    Entry, Grants, GuestCall, Limits, NetRequest, NetTrace, PendingChanges, ProgramRun,
+    SandboxError, Usage,
 };
 use crate::skill::policy;
 
@@ -74,6 +75,7 @@ impl Call<'_> {
             trace: self.caller.trace.clone(),
             tool_resolved: true,
             exit_code: None,
+            programs: Vec::new(),
         }
     }
 
@@ -96,6 +98,8 @@ struct Output {
     outcome: Outcome,
     usage: Usage,
     refusals: Vec<String>,
+    /// The programs the guest asked the host for.
+    programs: Vec<ProgramRun>,
     stderr: String,
     /// Its workspace changes, still staged.
     staged: Option<Stage>,
@@ -244,6 +248,7 @@ impl Host {
                     trace: caller.trace.clone(),
                     tool_resolved: false,
                     exit_code: None,
+                    programs: Vec::new(),
                 };
                 self.record(&record, e.code(), started, None, &[], None);
                 if matches!(e, CallError::Moved { .. }) {
@@ -392,6 +397,7 @@ impl Host {
                     staged,
                     usage: out.usage,
                     refusals: out.refusals.clone(),
+                    programs: out.programs.clone(),
                     stderr: String::new(),
                     outcome: Outcome::Script(out),
                 }
@@ -400,6 +406,7 @@ impl Host {
                     staged,
                     usage: out.usage,
                     refusals: out.refusals,
+                    programs: out.programs,
                     stderr: out.stderr,
                     outcome: Outcome::Value(out.value),
                 }
@@ -477,6 +484,14 @@ impl Host {
                 if let Outcome::Script(out) = &output.outcome {
                     record.exit_code = Some(out.exit_code);
                 }
+                record.programs = output
+                    .programs
+                    .iter()
+                    .map(|run| ProgramRun {
+                        args: run.args.iter().map(|a| call.redactor.text(a)).collect(),
+                        ..run.clone()
+                    })
+                    .collect();
                 let outcome = match record.exit_code {
                     Some(code) if code != 0 => "nonzero_exit",
                     _ => "ok",

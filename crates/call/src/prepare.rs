@@ -59,6 +59,14 @@ impl Host {
         if let Some(full) = &prepared.full_python {
             resolved.grants.runtime_files = full.files();
         }
+        // Only the Python runtimes can ask for programs (their
+        // `subprocess`); code without a skill asks and is refused.
+        let python = matches!(prepared.runs, Runs::Python { .. } | Runs::PythonCode);
+        resolved.grants.programs = match resolved.grants.programs.take() {
+            Some(programs) if python => Some(programs),
+            None if python => Some(Vec::new()),
+            _ => None,
+        };
         if prepared.runs == Runs::PythonCode {
             self.narrow_for_code(&mut resolved, prepared.skill.is_some());
         }
@@ -92,6 +100,15 @@ impl Host {
                 );
             }
             resolved.grants.network.clear();
+        }
+        let programs = resolved.grants.programs.as_mut();
+        if let Some(programs) = programs.filter(|p| !p.is_empty() && self.options.read_only) {
+            resolved.notes.push(
+                "run_code starts no programs on a read-only server; the user can serve without \
+                 --read-only to let the skill's code start the programs granted to it."
+                    .into(),
+            );
+            programs.clear();
         }
     }
 

@@ -17,6 +17,7 @@ use super::grants::Grants;
 use super::limits::Limits;
 use super::mount::QuotaExceeded;
 use super::output::OutputOverflow;
+use super::program::ProgramRun;
 use super::stage::{ChangeSet, CommitError, Stage};
 use super::store::{CallIo, CallState, MemoryLimitHit, new_store};
 use crate::schema::{WitType, args_from_json, to_json};
@@ -81,6 +82,8 @@ pub struct CallOutcome {
     pub usage: Usage,
     /// Outgoing HTTP requests, for the audit record.
     pub network: Vec<NetRequest>,
+    /// Programs the guest asked the host to start, for the audit record.
+    pub programs: Vec<ProgramRun>,
     /// Requests the egress policy refused although the call went on.
     pub refusals: Vec<String>,
     /// The workspace changes the call staged, not yet written. A command
@@ -256,6 +259,7 @@ async fn call_function(
         stderr: io.stderr.text(),
         usage,
         network: net.requests,
+        programs: store.data().program_runs(),
         refusals,
         staged: PendingChanges::new(store.data_mut().fs.take_stage()),
         changes: ChangeSet::default(),
@@ -313,6 +317,7 @@ async fn run_command(
         stderr: io.stderr.text(),
         usage,
         network: net.requests,
+        programs: store.data().program_runs(),
         refusals,
         staged: PendingChanges::new(stage.filter(|_| exit_code == 0)),
         changes: ChangeSet::default(),

@@ -51,6 +51,12 @@ impl PinnedDir {
         self.opened_at.clone()
     }
 
+    /// The path it was opened at, for a program of the host's, which
+    /// cannot be handed the open folder itself.
+    pub fn opened_at(&self) -> &Path {
+        &self.opened_at
+    }
+
     /// The open folder itself.
     pub fn dir(&self) -> &Dir {
         &self.dir
@@ -120,6 +126,19 @@ pub struct Grants {
     /// interpreter looks for them. Chosen by the host with the runtime,
     /// never by a skill or a guest.
     pub runtime_files: Vec<RuntimeFiles>,
+    /// Whether the guest may ask the host to start programs (the Python
+    /// runtimes' `subprocess`), and which host programs it may start, each
+    /// in the OS sandbox (`sandbox/program`). `None` for components: they
+    /// get no way to ask.
+    pub programs: Option<Vec<HostProgram>>,
+}
+
+/// A program of the host's that a call may start, by the name scripts use
+/// and the absolute path it was resolved to when granted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostProgram {
+    pub name: String,
+    pub path: PathBuf,
 }
 
 /// A folder of the runtime a call runs in, mounted read-only at `guest`.
@@ -135,6 +154,8 @@ pub const SKILL_MOUNT: &str = "/skill";
 pub(crate) const WORKSPACE_MOUNT: &str = "/workspace";
 pub(crate) const SCRATCH_MOUNT: &str = "/tmp";
 pub(crate) const PACKAGES_MOUNT: &str = "/packages";
+/// Where a guest that may start programs asks for them (`sandbox/program`).
+pub(crate) const DOOR_MOUNT: &str = "/run/skillbox";
 
 impl Grants {
     /// The names of the environment variables given, without their values.
@@ -164,6 +185,10 @@ impl Grants {
         if !self.env.is_empty() {
             let keys: Vec<&str> = self.env.iter().map(|(k, _)| k.as_str()).collect();
             parts.push(format!("env {}", keys.join(",")));
+        }
+        if let Some(programs) = self.programs.as_ref().filter(|p| !p.is_empty()) {
+            let names: Vec<&str> = programs.iter().map(|p| p.name.as_str()).collect();
+            parts.push(format!("programs {}", names.join(",")));
         }
         parts.join(", ")
     }

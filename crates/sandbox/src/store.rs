@@ -19,9 +19,12 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 use super::egress::{Egress, NetLimits, NetLog, NetTrace};
 use super::error::SandboxError;
 use super::fsguard::{FsGuard, GuardedFs, GuardedView, QuotaLimits};
-use super::grants::{Grants, PACKAGES_MOUNT, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT};
+use super::grants::{
+    DOOR_MOUNT, Grants, PACKAGES_MOUNT, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT,
+};
 use super::limits::Limits;
 use super::output::CappedPipe;
+use super::program::{Door, DoorSetting, ProgramRun};
 use super::scratch::{ScratchLease, ScratchPool};
 use super::stage::Stage;
 
@@ -128,6 +131,11 @@ impl CallState {
     /// What the call did on the network so far.
     pub(crate) fn net_log(&self) -> NetLog {
         self.egress.log()
+    }
+
+    /// The programs the call asked the host for.
+    pub(crate) fn program_runs(&self) -> Vec<ProgramRun> {
+        self.fs.program_runs()
     }
 
     /// Everything the call was refused although it went on: network
@@ -254,6 +262,21 @@ pub(crate) fn new_store(
     }
 
     let deadline = Instant::now() + limits.timeout;
+    let door = match grants.programs {
+        None => None,
+        Some(_) => {
+            let setting =
+                DoorSetting::new(grants, scratch.dir().opened_at(), deadline).with_limits(limits);
+            let door = Door::open(setting).map_err(|e| {
+                SandboxError::Host(format!(
+                    "cannot make the folder a script asks for programs through: {}",
+                    super::io_reason(&e)
+                ))
+            })?;
+            preopen(&mut wasi, door.path(), DOOR_MOUNT, FsPerms::ReadWrite)?;
+            Some(door)
+        }
+    };
     let egress = Egress::new(
         grants.network.clone(),
         NetLimits {
@@ -280,6 +303,7 @@ pub(crate) fn new_store(
             },
         )
         .with_stage(stage)
+        .with_door(door)
         .with_workspace_root(
             grants
                 .workspace

@@ -13,7 +13,8 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, FsError, FsResult};
 
 use super::{
-    GuardedView, Mount, QuotaKind, counted, file_size, guard, overlay, refused, spend, spend_write,
+    GuardedView, Mount, QuotaKind, counted, door, file_size, guard, overlay, refused, spend,
+    spend_write,
 };
 use crate::protect::{self, Last};
 
@@ -21,6 +22,12 @@ impl preopens::Host for GuardedView<'_> {
     fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
         let dirs = preopens::Host::get_directories(&mut self.filesystem())?;
         for (fd, guest) in &dirs {
+            if guest == crate::grants::DOOR_MOUNT {
+                // The door's files count against the scratch quota.
+                self.fs_guard().tag(fd, Some(Mount::Scratch));
+                self.fs_guard().door_roots.insert(fd.rep());
+                continue;
+            }
             let mount = Mount::from_guest_path(guest);
             self.fs_guard().tag(fd, mount);
             if mount == Some(Mount::Workspace) {
@@ -93,6 +100,9 @@ impl HostDescriptor for GuardedView<'_> {
         oflags: OpenFlags,
         flags: DescriptorFlags,
     ) -> FsResult<Resource<Descriptor>> {
+        if let Some(number) = door::reply_number(self, &fd, &path, oflags, flags) {
+            door::answer(self, &number).await?;
+        }
         if let Some(base) = overlay::dir_of(self, &fd) {
             return overlay::open_at(self, base, path_flags, path, oflags, flags).await;
         }

@@ -24,6 +24,7 @@
 
 mod budget;
 mod descriptor;
+mod door;
 mod overlay;
 
 use std::collections::HashMap;
@@ -54,6 +55,11 @@ pub(crate) struct FsGuard {
     workspace_root: Option<std::path::PathBuf>,
     /// The call's staged workspace, when its writes are staged.
     staged: Option<overlay::Staged>,
+    /// Where the guest asks for programs, when it may (`sandbox/program`).
+    door: Option<crate::program::Door>,
+    /// The door's preopened descriptors (a guest may ask for the
+    /// preopens more than once, and gets new handles each time).
+    door_roots: std::collections::HashSet<u32>,
 }
 
 impl FsGuard {
@@ -65,6 +71,8 @@ impl FsGuard {
             refusals: Vec::new(),
             workspace_root: None,
             staged: None,
+            door: None,
+            door_roots: Default::default(),
         }
     }
 
@@ -100,6 +108,7 @@ impl FsGuard {
     }
 
     fn tag_rep(&mut self, rep: u32, mount: Mount) {
+        self.door_roots.remove(&rep);
         self.descriptors.insert(rep, mount);
     }
 
@@ -109,6 +118,7 @@ impl FsGuard {
         if let Some(staged) = &mut self.staged {
             staged.forget(child.rep());
         }
+        self.door_roots.remove(&child.rep());
         match parent {
             Some(mount) => self.descriptors.insert(child.rep(), mount),
             None => self.descriptors.remove(&child.rep()),

@@ -112,7 +112,7 @@ fn push_upper(state: &mut GuardedView<'_>) -> wasmtime::Result<()> {
 }
 
 /// Makes the staging folder before the call's first change.
-fn prepare(state: &mut GuardedView<'_>) -> FsResult<Result<(), Deny>> {
+pub(super) fn prepare(state: &mut GuardedView<'_>) -> FsResult<Result<(), Deny>> {
     if staged(state).upper_root.is_some() {
         return Ok(Ok(()));
     }

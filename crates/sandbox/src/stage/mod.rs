@@ -5,6 +5,7 @@
 //! overlay.rs      the call's view: workspace below, its changes above
 //! changes.rs      what it changed: a list with sizes, a diff, a patch
 //! transaction.rs  begin, commit through a journal, discard, recovery
+//! layer.rs        the view handed to a host program, its changes taken back
 //! ```
 //!
 //! The guest's `wasi:filesystem` calls on `/workspace` go to the overlay
@@ -13,11 +14,13 @@
 //! dry run.
 
 mod changes;
+mod layer;
 mod overlay;
 mod path;
 mod transaction;
 
 pub use changes::{Change, ChangeKind, ChangeSet};
+pub(crate) use layer::TakeInError;
 pub use overlay::{Deny, Found};
 pub use path::{Fingerprint, Kind, WsPath, join, rel};
 pub use transaction::{CommitError, Recovered, Stage, recover};

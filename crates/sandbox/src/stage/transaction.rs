@@ -275,6 +275,24 @@ impl Stage {
         Ok(())
     }
 
+    /// An empty folder in this stage's own, for a host program's overlay
+    /// (`stage/layer.rs`): on the staged files' file system, so that the
+    /// layer can link them, and deleted with the stage.
+    pub(crate) fn program_folder(&mut self, name: &str) -> io::Result<PathBuf> {
+        self.prepare()?;
+        let owned = self
+            .folder
+            .as_ref()
+            .ok_or_else(|| io::Error::other("the call's staging folder was not made"))?;
+        let folder = owned.path.join(name);
+        match std::fs::remove_dir_all(&folder) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+        std::fs::create_dir(&folder)?;
+        Ok(folder)
+    }
+
     /// Whether the call changed nothing.
     pub fn is_empty(&self) -> bool {
         self.overlay.is_empty()

@@ -128,6 +128,10 @@ pub struct RequestedGrants {
     /// Environment variable names.
     #[serde(default)]
     pub env: Vec<String>,
+    /// Programs of the host's its scripts start (`soffice`, `pdftoppm`),
+    /// by name. Only the user grants them.
+    #[serde(default)]
+    pub programs: Vec<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]

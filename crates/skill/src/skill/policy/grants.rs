@@ -232,6 +232,12 @@ pub fn grants(skill: &Skill, policy: &UserPolicy, effect: Option<Effect>) -> Res
         given.map(SkillGrant::network_rules).unwrap_or_default(),
         &mut notes,
     );
+    let programs = super::programs::granted(
+        skill.name(),
+        &requested.programs,
+        given.map(|g| g.programs.as_slice()).unwrap_or_default(),
+        &mut notes,
+    );
     Resolved {
         grants: Grants {
             skill_dir: Some(skill.mount()),
@@ -239,6 +245,7 @@ pub fn grants(skill: &Skill, policy: &UserPolicy, effect: Option<Effect>) -> Res
             env,
             network,
             skill_name: Some(skill.name().to_string()),
+            programs: Some(programs),
             ..Grants::default()
         },
         notes,

@@ -5,6 +5,7 @@
 //! - `grants.rs`: the user's grants, and what a call of a skill gets;
 //! - `limits.rs`: ceilings on what a manifest may request, the user's
 //!   overrides, and a call's limits;
+//! - `programs.rs`: the host programs a skill's scripts may start;
 //! - `user_grants.rs`: what the user gives one skill, kept with the user
 //!   (`grants.yaml`, `skillbox grant`, `--grant`);
 //! - `startup.rs`: the checks of the policy against the catalog and the
@@ -12,11 +13,13 @@
 
 mod grants;
 mod limits;
+mod programs;
 mod startup;
 mod user_grants;
 
 pub use grants::{EnvGrant, NetGrant, Resolved, UserPolicy, bare_grants, grants, requested};
 pub use limits::{Ceilings, LimitOverrides, apply_requests, limits};
+pub use programs::resolve as resolve_program;
 pub use startup::{
     HostState, PolicyError, check_env_grants, check_net_grants, check_skill_grants,
     check_write_grant,

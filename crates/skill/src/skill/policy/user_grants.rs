@@ -51,6 +51,10 @@ pub struct SkillGrant {
     /// Environment variables it gets from the host's environment.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<String>,
+    /// Programs of the host's its scripts may start, by name (each runs
+    /// in the OS sandbox with the call's grants and limits).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub programs: Vec<String>,
     /// Limits that replace the manifest's (the user's word; not clamped).
     #[serde(default, skip_serializing_if = "ManifestLimits::is_empty")]
     pub limits: ManifestLimits,
@@ -62,6 +66,7 @@ impl SkillGrant {
         self.workspace.is_none()
             && self.network.is_empty()
             && self.env.is_empty()
+            && self.programs.is_empty()
             && self.limits.is_empty()
     }
 
@@ -85,6 +90,9 @@ impl SkillGrant {
                     "environment key `{key}` is not a variable name (like GITHUB_TOKEN)"
                 ));
             }
+        }
+        for name in &self.programs {
+            super::programs::check_name(name)?;
         }
         let max_mib = (crate::sandbox::MAX_MEMORY_BYTES / crate::sandbox::MIB) as u64;
         if let Some(mib) = self.limits.memory_mib
@@ -133,6 +141,11 @@ impl SkillGrant {
                 self.env.push(key.clone());
             }
         }
+        for name in &other.programs {
+            if !self.programs.contains(name) {
+                self.programs.push(name.clone());
+            }
+        }
         let (mine, theirs) = (&mut self.limits, &other.limits);
         mine.timeout_ms = theirs.timeout_ms.or(mine.timeout_ms);
         mine.fuel = theirs.fuel.or(mine.fuel);
@@ -144,14 +157,15 @@ impl SkillGrant {
     /// rules (`API.example.com` is `api.example.com`); returns how many
     /// were taken back.
     pub fn take_back(&mut self, other: &SkillGrant) -> usize {
-        let before = self.network.len() + self.env.len();
+        let before = self.network.len() + self.env.len() + self.programs.len();
         let named: Vec<NetRule> = other.network_rules();
         self.network.retain(|host| {
             host.parse::<NetRule>()
                 .map_or(true, |rule| !named.contains(&rule))
         });
         self.env.retain(|key| !other.env.contains(key));
-        before - self.network.len() - self.env.len()
+        self.programs.retain(|name| !other.programs.contains(name));
+        before - self.network.len() - self.env.len() - self.programs.len()
     }
 
     /// One short phrase per thing given, for lists and notes.
@@ -165,6 +179,9 @@ impl SkillGrant {
         }
         if !self.env.is_empty() {
             out.push(format!("env {}", self.env.join(", ")));
+        }
+        if !self.programs.is_empty() {
+            out.push(format!("programs {}", self.programs.join(", ")));
         }
         for (name, value) in self.limits.named() {
             if let Some(value) = value {
@@ -184,7 +201,7 @@ pub(super) fn is_env_key(key: &str) -> bool {
 }
 
 /// One `--grant SKILL:WHAT=VALUE` flag: `workspace=read|write|none`,
-/// `net=HOST[:PORT]`, `env=KEY`, or a limit (`timeout-ms`, `fuel`,
+/// `net=HOST[:PORT]`, `env=KEY`, `program=NAME`, or a limit (`timeout-ms`, `fuel`,
 /// `memory-mib`, `output-bytes`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GrantFlag {
@@ -199,8 +216,8 @@ impl std::str::FromStr for GrantFlag {
         let usage = || {
             format!(
                 "`{text}` is not SKILL:WHAT=VALUE, where WHAT is workspace (read, write or \
-                 none), net (HOST[:PORT]), env (KEY), timeout-ms, fuel, memory-mib or \
-                 output-bytes; for example docx:workspace=write"
+                 none), net (HOST[:PORT]), env (KEY), program (NAME), timeout-ms, fuel, \
+                 memory-mib or output-bytes; for example docx:workspace=write"
             )
         };
         let (skill, rest) = text.split_once(':').ok_or_else(usage)?;
@@ -218,6 +235,7 @@ impl std::str::FromStr for GrantFlag {
             "workspace" => grant.workspace = Some(value.parse()?),
             "net" => grant.network.push(value.to_string()),
             "env" => grant.env.push(value.to_string()),
+            "program" => grant.programs.push(value.to_string()),
             "timeout-ms" => grant.limits.timeout_ms = Some(number()?),
             "fuel" => grant.limits.fuel = Some(number()?),
             "memory-mib" => grant.limits.memory_mib = Some(number()?),

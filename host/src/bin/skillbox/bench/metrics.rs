@@ -75,6 +75,7 @@ fn record(tool: &str) -> Record {
         trace_id: None,
         parent_span_id: None,
         network: Vec::new(),
+        programs: Vec::new(),
     }
 }
 

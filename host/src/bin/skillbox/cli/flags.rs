@@ -77,6 +77,11 @@ pub(super) struct SandboxFlags {
     /// (SKILL:timeout-ms=N, fuel, memory-mib, output-bytes). Repeatable.
     #[arg(long, value_name = "SKILL:WHAT=VALUE")]
     pub grant: Vec<GrantFlag>,
+    /// Let a skill's scripts start a program of this host's, by name, in
+    /// an OS sandbox with the call's workspace and limits: SKILL:NAME
+    /// (repeatable; the same as --grant SKILL:program=NAME).
+    #[arg(long, value_name = "SKILL:NAME", value_parser = program_flag)]
+    pub allow_program: Vec<GrantFlag>,
     /// Ignore the grants kept in the user's configuration (grants.yaml,
     /// written by `skillbox grant`): only this command's flags grant.
     #[arg(long)]
@@ -168,7 +173,7 @@ impl SandboxFlags {
                 grants.entry(skill).or_default().push(grant);
             }
         }
-        for flag in &self.grant {
+        for flag in self.grant.iter().chain(&self.allow_program) {
             grants
                 .entry(flag.skill.clone())
                 .or_default()
@@ -250,6 +255,14 @@ impl SandboxFlags {
         }
         Ok(builder)
     }
+}
+
+/// `--allow-program SKILL:NAME`, as the grant it stands for.
+fn program_flag(text: &str) -> Result<GrantFlag, String> {
+    let (skill, name) = text
+        .split_once(':')
+        .ok_or_else(|| format!("`{text}` is not SKILL:NAME (for example pdf:pdftoppm)"))?;
+    format!("{skill}:program={name}").parse()
 }
 
 /// A grants file that cannot be used: one the user must fix is a usage

@@ -36,6 +36,11 @@ pub(super) struct GrantArgs {
     /// (repeatable).
     #[arg(long, value_name = "KEY")]
     env: Vec<String>,
+    /// A program of this host's its scripts may start (`pdftoppm`,
+    /// `soffice`), by name; it runs in an OS sandbox with the call's
+    /// workspace and limits (repeatable).
+    #[arg(long = "program", value_name = "NAME")]
+    programs: Vec<String>,
     /// Its wall-clock limit per call, in ms (not clamped by the ceilings).
     #[arg(long, value_name = "N")]
     timeout_ms: Option<u64>,
@@ -48,9 +53,9 @@ pub(super) struct GrantArgs {
     /// Its cap on stdout, stderr and the result, each, in bytes.
     #[arg(long, value_name = "N")]
     output_bytes: Option<usize>,
-    /// Take back: everything given to the skill, or only the hosts and
-    /// keys named with --net and --env (to change the workspace or a
-    /// limit, grant it again).
+    /// Take back: everything given to the skill, or only the hosts, keys
+    /// and programs named with --net, --env and --program (to change the
+    /// workspace or a limit, grant it again).
     #[arg(long, conflicts_with_all = ["workspace", "limits", "list"])]
     revoke: bool,
     /// Print JSON.
@@ -99,6 +104,14 @@ pub(super) fn run(args: GrantArgs) -> Result<ExitCode, CliError> {
                  the grant is kept for when it can"
             );
         }
+        for name in &given.programs {
+            if skillbox_skill::skill::policy::resolve_program(name).is_none() {
+                eprintln!(
+                    "note: `{name}` is not installed here (in /usr/local/bin, /usr/bin or /bin); \
+                     the grant is kept, and the skill's scripts can start it once it is"
+                );
+            }
+        }
         UserGrants::edit(&file, |grants| {
             let entry = grants.skills.entry(skill.clone()).or_default();
             if entry.folder != given.folder {
@@ -130,10 +143,10 @@ fn revoke(file: &std::path::Path, skill: &str, named: &SkillGrant) -> Result<Use
              --list shows what is)"
         )));
     };
-    let whole = named.network.is_empty() && named.env.is_empty();
+    let whole = named.network.is_empty() && named.env.is_empty() && named.programs.is_empty();
     if !whole && grant.clone().take_back(named) == 0 {
         return Err(CliError::Usage(format!(
-            "skillbox grant {skill} --revoke: none of the hosts or keys named is granted to \
+            "skillbox grant {skill} --revoke: none of the hosts, keys or programs named is granted to \
              `{skill}`; it has: {}",
             grant.phrases().join("; ")
         )));
@@ -155,6 +168,7 @@ impl GrantArgs {
         grant.workspace = self.workspace;
         grant.network = self.network.clone();
         grant.env = self.env.clone();
+        grant.programs = self.programs.clone();
         grant.limits.timeout_ms = self.timeout_ms;
         grant.limits.fuel = self.fuel;
         grant.limits.memory_mib = self.memory_mib;

@@ -1,0 +1,438 @@
+//! Programs a guest asks the host to start, and the door it asks through.
+//!
+//! WebAssembly has no processes, so the Python runtimes' `subprocess`
+//! (`runtimes/python/skillbox_process.py`) asks the host. It asks through
+//! the one channel both runtimes share, the file system: a folder of the
+//! host's mounted at `/run/skillbox` (the door). The guest writes
+//! `N.request` (JSON: argv, working folder, environment, stdin) and opens
+//! `N.reply`; the guard (`fsguard/door.rs`) sees that open and, before it
+//! lets it through, has the request answered here and the reply written.
+//! Python children never come here: the runtime runs them itself, in the
+//! same interpreter, so they share every limit of the call.
+//!
+//! What a child may be is the host's decision, not the guest's: a program
+//! the user granted the skill by name ([`HostProgram`]), which runs in the
+//! OS sandbox (`jail.rs`) with the call's workspace, scratch folder and
+//! limits, its writes staged like the guest's own; anything else is
+//! refused with words that say how a user could grant it. Every request
+//! is recorded ([`ProgramRun`]) for the audit.
+
+mod cgroup;
+mod jail;
+
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use cap_std::fs::Dir;
+use serde::{Deserialize, Serialize};
+
+use crate::grants::{DOOR_MOUNT, Grants, HostProgram, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT};
+use crate::mount::{QuotaExceeded, QuotaKind};
+use crate::stage::{Stage, TakeInError};
+use jail::{Jail, JailError, WorkspaceView};
+
+/// The largest request read: arguments, environment and stdin together.
+const MAX_REQUEST_BYTES: u64 = 64 * 1024 * 1024;
+/// Arguments kept in the audit record, and the length of each.
+const AUDIT_ARGS: usize = 32;
+const AUDIT_ARG_CHARS: usize = 256;
+
+/// One program a call asked for, for the audit record.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct ProgramRun {
+    /// The absolute path that ran, or the name asked for when refused.
+    pub program: String,
+    pub args: Vec<String>,
+    /// `ok` (it ran; see `exit_code`), `refused`, `timeout` or `error`.
+    pub outcome: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    pub duration_ms: u64,
+}
+
+/// What the guest sends.
+#[derive(Deserialize)]
+struct Request {
+    argv: Vec<String>,
+    #[serde(default)]
+    cwd: Option<String>,
+    /// The child's whole environment, when the guest gave one.
+    #[serde(default)]
+    env: Option<std::collections::BTreeMap<String, String>>,
+    #[serde(default)]
+    stdin: String,
+}
+
+/// What the guest gets back: how the program ended, or why it did not run.
+#[derive(Serialize, Default)]
+struct Reply {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    returncode: Option<i32>,
+    stdout: String,
+    stderr: String,
+    truncated: bool,
+    /// Why nothing ran, in words for the script's author.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+    /// `refused` (not granted), `unavailable` (no OS sandbox here),
+    /// `invalid` (a malformed request) or `failed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'static str>,
+    /// Changes to the workspace that were not taken in.
+    refusals: Vec<String>,
+}
+
+impl Reply {
+    fn error(kind: &'static str, why: String) -> Reply {
+        Reply {
+            error: Some(why),
+            kind: Some(kind),
+            ..Reply::default()
+        }
+    }
+}
+
+/// Everything a program the call starts runs with, taken from the call's
+/// grants and limits when its store is made.
+pub(crate) struct DoorSetting {
+    pub programs: Vec<HostProgram>,
+    pub skill_name: Option<String>,
+    pub skill_dir: Option<PathBuf>,
+    pub scratch: PathBuf,
+    pub workspace: Option<(PathBuf, bool)>,
+    pub env: Vec<(String, String)>,
+    pub deadline: Instant,
+    pub output_bytes: usize,
+    pub file_bytes: u64,
+}
+
+impl DoorSetting {
+    pub(crate) fn new(grants: &Grants, scratch: &Path, deadline: Instant) -> Self {
+        DoorSetting {
+            programs: grants.programs.clone().unwrap_or_default(),
+            skill_name: grants.skill_name.clone(),
+            skill_dir: grants
+                .skill_dir
+                .as_ref()
+                .map(|d| d.opened_at().to_path_buf()),
+            scratch: scratch.to_path_buf(),
+            workspace: grants
+                .workspace
+                .as_ref()
+                .map(|ws| (ws.host_dir.clone(), ws.writable)),
+            env: grants.env.clone(),
+            deadline,
+            output_bytes: 0,
+            file_bytes: 0,
+        }
+    }
+}
+
+/// The door of one call: its folder, and what it was asked.
+pub(crate) struct Door {
+    folder: tempfile::TempDir,
+    dir: Dir,
+    setting: DoorSetting,
+    runs: Vec<ProgramRun>,
+}
+
+impl std::fmt::Debug for Door {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Door")
+            .field("runs", &self.runs)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Door {
+    /// Makes the call's door, with `programs.json` in it: the programs
+    /// granted, by name and path, for the guest's `shutil.which`.
+    pub(crate) fn open(setting: DoorSetting) -> std::io::Result<Door> {
+        let folder = tempfile::Builder::new()
+            .prefix("skillbox-door-")
+            .tempdir()?;
+        let dir = Dir::open_ambient_dir(folder.path(), cap_std::ambient_authority())?;
+        let listing: std::collections::BTreeMap<&str, String> = setting
+            .programs
+            .iter()
+            .map(|p| (p.name.as_str(), p.path.to_string_lossy().into_owned()))
+            .collect();
+        let about = serde_json::json!({ "programs": listing, "skill": setting.skill_name });
+        dir.write("programs.json", about.to_string())?;
+        Ok(Door {
+            folder,
+            dir,
+            setting,
+            runs: Vec::new(),
+        })
+    }
+
+    /// The folder preopened at [`DOOR_MOUNT`].
+    pub(crate) fn path(&self) -> &Path {
+        self.folder.path()
+    }
+
+    pub(crate) fn runs(&self) -> &[ProgramRun] {
+        &self.runs
+    }
+
+    /// Answers request `number` (the guest wrote `number.request` and is
+    /// opening `number.reply`): runs what it asks for, if granted, and
+    /// writes the reply. Only a quota the program's changes overran is an
+    /// error; everything else is an answer.
+    pub(crate) async fn answer(
+        &mut self,
+        number: &str,
+        stage: Option<&mut Stage>,
+        spend: &mut (dyn FnMut(QuotaKind, u64) -> Result<(), QuotaExceeded> + Send),
+    ) -> Result<(), QuotaExceeded> {
+        let reply = match self.read_request(number) {
+            Ok(request) => self.run(request, stage, spend).await?,
+            Err(why) => Reply::error("invalid", why),
+        };
+        let text = serde_json::to_vec(&reply).unwrap_or_default();
+        // The guest's open of the reply then fails, and says so.
+        let _ = self.dir.write(format!("{number}.reply"), text);
+        let _ = self.dir.remove_file(format!("{number}.request"));
+        Ok(())
+    }
+
+    fn read_request(&self, number: &str) -> Result<Request, String> {
+        use std::io::Read;
+        let file = self
+            .dir
+            .open(format!("{number}.request"))
+            .map_err(|_| format!("no request {number} was written to {DOOR_MOUNT}"))?;
+        let mut bytes = Vec::new();
+        file.take(MAX_REQUEST_BYTES + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| format!("the request could not be read: {}", crate::io_reason(&e)))?;
+        if bytes.len() as u64 > MAX_REQUEST_BYTES {
+            return Err("the request is larger than 64 MiB (its input, most likely)".into());
+        }
+        let request: Request = serde_json::from_slice(&bytes)
+            .map_err(|e| format!("the request is not valid JSON for the door: {e}"))?;
+        if request.argv.is_empty() || request.argv[0].is_empty() {
+            return Err("the request names no program".into());
+        }
+        Ok(request)
+    }
+
+    async fn run(
+        &mut self,
+        request: Request,
+        stage: Option<&mut Stage>,
+        spend: &mut (dyn FnMut(QuotaKind, u64) -> Result<(), QuotaExceeded> + Send),
+    ) -> Result<Reply, QuotaExceeded> {
+        let asked = request.argv[0].clone();
+        let args: Vec<String> = request.argv[1..].to_vec();
+        let name = asked.rsplit('/').next().unwrap_or(&asked).to_string();
+        let granted = self
+            .setting
+            .programs
+            .iter()
+            .find(|p| p.name == name && (!asked.contains('/') || Path::new(&asked) == p.path))
+            .cloned();
+        let Some(program) = granted else {
+            self.record(&asked, &args, "refused", None, 0);
+            return Ok(Reply::error("refused", self.not_granted(&name)));
+        };
+        let stdin = match BASE64.decode(request.stdin.as_bytes()) {
+            Ok(bytes) => bytes,
+            Err(_) => return Ok(Reply::error("invalid", "stdin is not base64".into())),
+        };
+        let env: Vec<(String, String)> = match &request.env {
+            Some(env) => env
+                .iter()
+                .filter(|(k, _)| !k.is_empty() && !k.contains('='))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            None => self.setting.env.clone(),
+        };
+        let cwd = guest_cwd(request.cwd.as_deref(), self.setting.workspace.is_some());
+        let mut stage = stage;
+        let workspace = match (&self.setting.workspace, stage.as_deref_mut()) {
+            (None, _) => None,
+            (Some((dir, true)), Some(stage)) => match staged_view(stage, dir) {
+                Ok(view) => Some(view),
+                Err(e) => {
+                    return Ok(Reply::error(
+                        "failed",
+                        format!(
+                            "the workspace could not be staged for the program: {}",
+                            crate::io_reason(&e)
+                        ),
+                    ));
+                }
+            },
+            (Some((dir, _)), _) => Some(WorkspaceView::ReadOnly(dir.clone())),
+        };
+        let upper = match &workspace {
+            Some(WorkspaceView::Staged { upper, .. }) => Some(upper.clone()),
+            _ => None,
+        };
+        let jail = Jail {
+            program: &program.path,
+            args: &args,
+            cwd: &cwd,
+            env: &env,
+            stdin,
+            skill_dir: self.setting.skill_dir.as_deref(),
+            scratch: &self.setting.scratch,
+            workspace,
+            deadline: self.setting.deadline,
+            output_bytes: self.setting.output_bytes,
+            file_bytes: self.setting.file_bytes,
+        };
+        let shown = program.path.to_string_lossy().into_owned();
+        let finished = match jail.run().await {
+            Ok(finished) => finished,
+            Err(e) => {
+                let kind = match e {
+                    JailError::NoBubblewrap | JailError::Unavailable(_) => "unavailable",
+                    JailError::Spawn(_) => "failed",
+                };
+                self.record(&shown, &args, "error", None, 0);
+                return Ok(Reply::error(kind, e.to_string()));
+            }
+        };
+        let millis = finished.duration.as_millis() as u64;
+        if finished.timed_out {
+            self.record(&shown, &args, "timeout", None, millis);
+            return Ok(Reply::error(
+                "failed",
+                format!("`{name}` was still running when the call's time ran out; it was killed"),
+            ));
+        }
+        let mut refusals = Vec::new();
+        if let (Some(upper), Some(stage)) = (upper, stage) {
+            let root = self
+                .setting
+                .workspace
+                .as_ref()
+                .and_then(|(dir, _)| std::fs::canonicalize(dir).ok());
+            match stage.take_in(&upper, root.as_deref(), spend) {
+                Ok(left_out) => refusals = left_out,
+                Err(TakeInError::Quota(over)) => return Err(over),
+                Err(TakeInError::Io(e)) => {
+                    self.record(&shown, &args, "error", Some(finished.returncode), millis);
+                    return Ok(Reply::error(
+                        "failed",
+                        format!(
+                            "the program ran, but its changes to the workspace could not be \
+                             staged: {}; none were kept",
+                            crate::io_reason(&e)
+                        ),
+                    ));
+                }
+            }
+            if let Some(folder) = upper.parent() {
+                let _ = std::fs::remove_dir_all(folder);
+            }
+        }
+        self.record(&shown, &args, "ok", Some(finished.returncode), millis);
+        Ok(Reply {
+            returncode: Some(finished.returncode),
+            stdout: BASE64.encode(&finished.stdout),
+            stderr: BASE64.encode(&finished.stderr),
+            truncated: finished.truncated,
+            refusals,
+            ..Reply::default()
+        })
+    }
+
+    fn not_granted(&self, name: &str) -> String {
+        let Some(skill) = &self.setting.skill_name else {
+            return format!(
+                "`{name}` is a program, and code run without a skill may not start programs. \
+                 Run it as the code of a skill the user granted `{name}` (give run_code its \
+                 `skill`), or do the step in Python"
+            );
+        };
+        let shell = matches!(name, "sh" | "bash" | "dash" | "zsh");
+        format!(
+            "`{name}` is a program of the host's, and skill `{skill}` may not start it: \
+             nothing is granted by default. The user can grant it with `skillbox grant \
+             {skill} --program {name}` (or `--allow-program {skill}:{name}` for one run); it \
+             then runs in an OS sandbox with this call's workspace and limits{}",
+            if shell {
+                ". A shell command line runs only through a granted shell"
+            } else {
+                ""
+            }
+        )
+    }
+
+    fn record(
+        &mut self,
+        program: &str,
+        args: &[String],
+        outcome: &str,
+        exit_code: Option<i32>,
+        duration_ms: u64,
+    ) {
+        self.runs.push(ProgramRun {
+            program: program.to_string(),
+            args: args
+                .iter()
+                .take(AUDIT_ARGS)
+                .map(|a| crate::text::clip(a, AUDIT_ARG_CHARS))
+                .collect(),
+            outcome: outcome.into(),
+            exit_code,
+            duration_ms,
+        });
+    }
+}
+
+impl DoorSetting {
+    pub(crate) fn with_limits(mut self, limits: &crate::Limits) -> Self {
+        self.output_bytes = limits.output_bytes;
+        self.file_bytes = limits.workspace_bytes.max(limits.scratch_bytes);
+        self
+    }
+}
+
+/// The folder the program starts in: the guest's, when it is one the
+/// program sees the same way, else the workspace (or `/tmp`).
+fn guest_cwd(asked: Option<&str>, has_workspace: bool) -> String {
+    let home = if has_workspace {
+        WORKSPACE_MOUNT
+    } else {
+        SCRATCH_MOUNT
+    };
+    let Some(asked) = asked else {
+        return home.into();
+    };
+    let shown = [SCRATCH_MOUNT, SKILL_MOUNT]
+        .into_iter()
+        .chain(has_workspace.then_some(WORKSPACE_MOUNT));
+    let inside = shown
+        .into_iter()
+        .any(|m| asked == m || asked.starts_with(&format!("{m}/")));
+    if inside && !asked.split('/').any(|part| part == "..") {
+        asked.into()
+    } else {
+        home.into()
+    }
+}
+
+/// Lays out the program's overlay in the stage's folder.
+fn staged_view(stage: &mut Stage, lower: &Path) -> std::io::Result<WorkspaceView> {
+    let folder = stage.program_folder("program")?;
+    let [layer, upper, work, merged] = ["layer", "upper", "work", "merged"].map(|n| folder.join(n));
+    for dir in [&layer, &upper, &work, &merged] {
+        std::fs::create_dir(dir)?;
+    }
+    let layer_dir = Dir::open_ambient_dir(&layer, cap_std::ambient_authority())?;
+    stage.write_layer(&layer_dir)?;
+    Ok(WorkspaceView::Staged {
+        lower: std::fs::canonicalize(lower)?,
+        layer,
+        upper,
+        work,
+        merged,
+    })
+}

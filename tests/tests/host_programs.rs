@@ -1,0 +1,469 @@
+//! Scripts that start programs: Python children run by the runtime
+//! itself, and programs of the host's the user granted a skill, each in
+//! the OS sandbox (bubblewrap over a kernel overlay of the workspace) with
+//! the call's grants, limits, staging and audit. Real programs from
+//! Debian's packages: `pdftoppm` (poppler-utils) and `bash`, the latter as
+//! the hostile program that tries to get out.
+
+use serde_json::Value;
+use skillbox_e2e::{host_programs, python_runtime, python_skill, run_script, workspace};
+
+/// The audit records of `skill`, newest last.
+fn audit_of(skill: &str) -> Vec<Value> {
+    let state = skillbox_e2e::hermetic_env()
+        .into_iter()
+        .find(|(key, _)| *key == "XDG_STATE_HOME")
+        .unwrap()
+        .1;
+    std::fs::read_to_string(state.join("skillbox/audit.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Value>(line).ok())
+        .filter(|record| record["skill"] == skill)
+        .collect()
+}
+
+/// A PDF of `pages` pages, each saying its number: small enough to build
+/// here, real enough for poppler.
+fn tiny_pdf(pages: usize) -> Vec<u8> {
+    let mut objects = vec![
+        "<< /Type /Catalog /Pages 2 0 R >>".to_string(),
+        format!(
+            "<< /Type /Pages /Kids [{}] /Count {pages} >>",
+            (0..pages)
+                .map(|i| format!("{} 0 R", 4 + 2 * i))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        "<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>".to_string(),
+    ];
+    for page in 0..pages {
+        let content = 5 + 2 * page;
+        objects.push(format!(
+            "<< /Type /Page /Parent 2 0 R /MediaBox [0 0 200 200] /Contents {content} 0 R \
+             /Resources << /Font << /F1 3 0 R >> >> >>"
+        ));
+        let text = format!("BT /F1 24 Tf 20 100 Td (Page {}) Tj ET", page + 1);
+        objects.push(format!(
+            "<< /Length {} >>\nstream\n{text}\nendstream",
+            text.len()
+        ));
+    }
+    let mut out = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (i, body) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n{body}\nendobj\n", i + 1).as_bytes());
+    }
+    let xref = out.len();
+    out.extend_from_slice(
+        format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes(),
+    );
+    for offset in offsets {
+        out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    out
+}
+
+const CHILDREN: &str = r#"
+import json, subprocess, sys
+done = subprocess.run([sys.executable, "helper.py", "one", "two"], capture_output=True, text=True)
+text = subprocess.check_output(["python3", "-c", "import sys; print(sys.stdin.read().upper())"],
+                               input="piped", text=True)
+proc = subprocess.Popen([sys.executable, "helper.py", "fail"], stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT)
+out, _ = proc.communicate()
+try:
+    subprocess.run([sys.executable, "helper.py", "fail"], check=True, capture_output=True)
+    raised = False
+except subprocess.CalledProcessError as e:
+    raised = e.returncode
+print(json.dumps({"run": [done.returncode, done.stdout, done.stderr], "upper": text,
+                  "popen": [proc.returncode, out.decode()], "raised": raised,
+                  "argv_after": sys.argv[1:]}))
+"#;
+
+const HELPER: &str = r#"
+import os, sys
+if sys.argv[1:] == ["fail"]:
+    print("failing", file=sys.stderr)
+    sys.exit(4)
+with open("/workspace/child.txt", "w") as f:
+    f.write(" ".join(sys.argv[1:]))
+print("child saw", sys.argv[1:], os.getcwd())
+"#;
+
+/// A Python child (`sys.executable`, `python3`) runs in the sandbox's own
+/// Python with its own argv and streams, its writes staged with the
+/// parent's; and it shares the parent's limits: a child that loops uses
+/// up the call's fuel, not a budget of its own.
+#[test]
+fn python_children_run_in_the_sandbox_and_share_the_call_s_limits() {
+    if !python_runtime() {
+        return;
+    }
+    let skills = python_skill(
+        "kids",
+        &[
+            ("scripts/parent.py", CHILDREN),
+            (
+                "scripts/loop.py",
+                "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'while True: pass'])\n",
+            ),
+            ("skillbox.yaml", "grants:\n  workspace: write\n"),
+        ],
+    );
+    let ws = workspace(&[("helper.py", HELPER)]);
+    let ws_arg = ws.path().to_str().unwrap();
+    let out = run_script(
+        skills.path(),
+        "kids/scripts/parent.py",
+        &["--workspace", ws_arg, "--allow-write"],
+        &["a"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let seen: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(seen["run"][0], 0, "{seen}");
+    assert_eq!(
+        seen["run"][1], "child saw ['one', 'two'] /workspace\n",
+        "{seen}"
+    );
+    assert_eq!(seen["upper"], "PIPED\n");
+    assert_eq!(seen["popen"], serde_json::json!([4, "failing\n"]));
+    assert_eq!(seen["raised"], 4);
+    assert_eq!(
+        seen["argv_after"],
+        serde_json::json!(["a"]),
+        "the parent's argv came back"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("child.txt")).unwrap(),
+        "one two"
+    );
+
+    let out = run_script(
+        skills.path(),
+        "kids/scripts/loop.py",
+        &["--workspace", ws_arg, "--fuel", "300000000"],
+        &[],
+    );
+    assert_ne!(out.code, 0, "{out:?}");
+    out.stderr_says(&["out of fuel", "300000000 instructions"]);
+}
+
+const TO_PNG: &str = r#"
+import os, shutil, subprocess, sys
+print("which", shutil.which("pdftoppm"))
+done = subprocess.run(["pdftoppm", "-png", "-r", "30", sys.argv[1], "pages/page"],
+                      capture_output=True, text=True)
+print("exit", done.returncode, done.stderr.strip())
+print(sorted(os.listdir("pages")))
+"#;
+
+/// Anthropic's PDF skill's image step, as a script: `pdftoppm` turns a PDF
+/// in the workspace into PNGs. Without the grant it is refused with the
+/// command that grants it, and nothing is written; with it, it runs in
+/// the OS sandbox, its files are staged (a dry run writes nothing) and
+/// then committed, and the audit names the program, its arguments and
+/// its exit code.
+#[test]
+fn a_granted_program_turns_a_pdf_into_pngs_with_its_writes_staged() {
+    if !python_runtime() || !host_programs() {
+        return;
+    }
+    let skills = python_skill("pdfpages", &[("scripts/to_png.py", TO_PNG)]);
+    let ws = workspace(&[("pages/.keep", "")]);
+    std::fs::write(ws.path().join("report.pdf"), tiny_pdf(3)).unwrap();
+    let ws_arg = ws.path().to_str().unwrap();
+    let write = ["--workspace", ws_arg, "--grant", "pdfpages:workspace=write"];
+    let pngs = || -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(ws.path().join("pages"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| n.ends_with(".png"))
+            .collect();
+        names.sort();
+        names
+    };
+
+    let refused = run_script(
+        skills.path(),
+        "pdfpages/scripts/to_png.py",
+        &write,
+        &["report.pdf"],
+    );
+    assert_ne!(refused.code, 0, "{refused:?}");
+    refused.stderr_says(&[
+        "`pdftoppm` is a program of the host's",
+        "skillbox grant pdfpages --program pdftoppm",
+        "--allow-program pdfpages:pdftoppm",
+    ]);
+    assert!(pngs().is_empty(), "a refused program wrote");
+    let record = audit_of("pdfpages").pop().unwrap();
+    assert_eq!(record["programs"][0]["outcome"], "refused", "{record}");
+
+    let mut granted = write.to_vec();
+    granted.extend(["--allow-program", "pdfpages:pdftoppm"]);
+    let mut dry = granted.clone();
+    dry.push("--dry-run");
+    let out = run_script(
+        skills.path(),
+        "pdfpages/scripts/to_png.py",
+        &dry,
+        &["report.pdf"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stdout_says(&["exit 0", "'page-1.png', 'page-2.png', 'page-3.png'"]);
+    assert!(pngs().is_empty(), "a dry run wrote: {out:?}");
+
+    let out = run_script(
+        skills.path(),
+        "pdfpages/scripts/to_png.py",
+        &granted,
+        &["report.pdf"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stdout_says(&["which /usr/bin/pdftoppm", "exit 0"]);
+    out.stderr_says(&["workspace: committed", "pages/page-1.png"]);
+    assert_eq!(pngs(), ["page-1.png", "page-2.png", "page-3.png"]);
+    for name in pngs() {
+        let bytes = std::fs::read(ws.path().join("pages").join(&name)).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "{name} is not a PNG");
+        // 200 pt at 30 dpi: 83 pixels square.
+        let width = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+        assert_eq!(width, 84, "{name}");
+    }
+    let record = audit_of("pdfpages").pop().unwrap();
+    let program = &record["programs"][0];
+    assert_eq!(program["program"], "/usr/bin/pdftoppm", "{record}");
+    assert_eq!(program["outcome"], "ok");
+    assert_eq!(program["exit_code"], 0);
+    assert_eq!(
+        program["args"],
+        serde_json::json!(["-png", "-r", "30", "report.pdf", "pages/page"])
+    );
+    assert!(
+        record["grants"]
+            .as_str()
+            .unwrap()
+            .contains("programs pdftoppm"),
+        "{record}"
+    );
+}
+
+const SHELL: &str = r#"
+import subprocess, sys
+done = subprocess.run(["bash", "-c", sys.argv[1]], capture_output=True, text=True)
+print("exit", done.returncode)
+print(done.stdout)
+print(done.stderr, file=sys.stderr)
+"#;
+
+/// Processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).contains(marker))
+        })
+        .count()
+}
+
+/// A granted program that tries to get out: a shell (the most any skill
+/// could be granted) reading what it was not given, reaching the network,
+/// forking without end, writing past the quota, outliving the call and
+/// leaving a process behind. Each is stopped; nothing outside the grants
+/// is read or written; and the next call runs.
+#[test]
+fn a_hostile_granted_program_is_held_to_its_sandbox() {
+    if !python_runtime() || !host_programs() {
+        return;
+    }
+    let skills = python_skill("shelly", &[("scripts/sh.py", SHELL)]);
+    let ws = workspace(&[("a.txt", "workspace file\n")]);
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), "host secret").unwrap();
+    let ws_arg = ws.path().to_str().unwrap();
+    let granted = [
+        "--workspace",
+        ws_arg,
+        "--grant",
+        "shelly:workspace=write",
+        "--allow-program",
+        "shelly:bash",
+    ];
+    let sh = |command: &str, extra: &[&str]| {
+        let mut flags = granted.to_vec();
+        flags.extend(extra);
+        run_script(skills.path(), "shelly/scripts/sh.py", &flags, &[command])
+    };
+
+    // What it was not given is not there at all.
+    let home = std::env::var("HOME").unwrap_or_else(|_| "/root".into());
+    let out = sh(
+        &format!(
+            "cat /etc/shadow; cat {}/secret.txt; ls {home}; ls /proc | grep -c '^[0-9]'; cat /workspace/a.txt",
+            outside.path().display()
+        ),
+        &[],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stderr_says(&["/etc/shadow: No such file", "secret.txt: No such file"]);
+    assert!(!out.stdout.contains("host secret"), "{out:?}");
+    out.stdout_says(&["workspace file"]);
+    let visible: usize = out
+        .stdout
+        .lines()
+        .find_map(|l| l.trim().parse().ok())
+        .unwrap();
+    assert!(visible <= 4, "it sees {visible} processes: {out:?}");
+
+    // No network, even to a listener on loopback.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    listener.set_nonblocking(true).unwrap();
+    let out = sh(
+        &format!("exec 3<>/dev/tcp/127.0.0.1/{port} && echo connected"),
+        &[],
+    );
+    assert!(!out.stdout.contains("connected"), "{out:?}");
+    assert!(listener.accept().is_err(), "a connection arrived");
+
+    // A fork bomb meets the process bound, and the call still ends.
+    let out = sh(
+        "f(){ f|f& }; f; sleep 1; echo bounded",
+        &["--timeout-ms", "20000"],
+    );
+    out.stdout_says(&["bounded"]);
+    assert_eq!(processes_with("f|f&"), 0, "the bomb outlived the call");
+
+    // Writing past the workspace quota stops the call; nothing is written.
+    let out = sh(
+        "head -c 3000000 /dev/zero > /workspace/big.bin; echo wrote",
+        &["--workspace-quota-mib", "1"],
+    );
+    assert_ne!(out.code, 0, "{out:?}");
+    out.stderr_says(&["workspace quota"]);
+    assert!(!ws.path().join("big.bin").exists());
+
+    // Outliving the call's wall clock: the whole tree is killed.
+    let out = sh("sleep 4242; echo late", &["--timeout-ms", "2000"]);
+    out.stderr_says(&["timeout", "2000 ms"]);
+    assert_eq!(
+        processes_with("sleep 4242"),
+        0,
+        "the program outlived the call"
+    );
+
+    // A process left behind on purpose goes with the program.
+    let out = sh("(setsid sleep 4343 >/dev/null 2>&1 &); echo left", &[]);
+    out.stdout_says(&["left"]);
+    assert_eq!(processes_with("sleep 4343"), 0, "a process was left behind");
+
+    // And the next call runs, its change staged and committed.
+    let out = sh("echo fine > /workspace/after.txt; echo ok", &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("after.txt")).unwrap(),
+        "fine\n"
+    );
+}
+
+const DOOR: &str = r#"
+import json, os, sys
+def ask(number, request, raw=None):
+    with open(f"/run/skillbox/{number}.request", "w") as f:
+        f.write(raw if raw is not None else json.dumps(request))
+    with open(f"/run/skillbox/{number}.reply") as f:
+        return json.load(f)
+print(json.dumps([
+    ask(1, None, raw="{not json"),
+    ask(2, {"argv": []}),
+    ask(3, {"argv": ["/tmp/pdftoppm", "-v"]}),
+    ask(4, {"argv": ["bash", "-c", "id"]}),
+    ask(5, {"argv": ["pdftoppm", "-v"], "cwd": "/../etc", "stdin": "!!"}),
+    ask(6, {"argv": ["pdftoppm", "-v"], "cwd": "/../etc"}),
+]))
+"#;
+
+/// The door a script asks through, attacked directly: malformed requests,
+/// a program granted by name but named by another path, one not granted,
+/// a working folder outside the mounts. Each gets an answer that says
+/// why, and only the granted program runs.
+#[test]
+fn the_door_to_host_programs_answers_forged_requests_with_refusals() {
+    if !python_runtime() || !host_programs() {
+        return;
+    }
+    let skills = python_skill("doorman", &[("scripts/door.py", DOOR)]);
+    let out = run_script(
+        skills.path(),
+        "doorman/scripts/door.py",
+        &["--allow-program", "doorman:pdftoppm"],
+        &[],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    let replies: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(replies[0]["kind"], "invalid", "{replies}");
+    assert_eq!(replies[1]["kind"], "invalid");
+    assert_eq!(
+        replies[2]["kind"], "refused",
+        "a granted name by another path"
+    );
+    assert_eq!(replies[3]["kind"], "refused");
+    assert_eq!(replies[4]["kind"], "invalid", "stdin that is not base64");
+    assert_eq!(replies[5]["returncode"], 0, "{replies}");
+    let record = audit_of("doorman").pop().unwrap();
+    let outcomes: Vec<&str> = record["programs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["refused", "refused", "ok"], "{record}");
+}
+
+const NUMPY_AND_PROGRAM: &str = r#"
+import numpy, subprocess, sys
+child = subprocess.run([sys.executable, "-c", "import numpy; print(numpy.arange(3).sum())"],
+                       capture_output=True, text=True)
+done = subprocess.run(["pdftoppm", "-png", "-r", "30", "one.pdf", "np"], capture_output=True)
+print("child", child.stdout.strip(), "pdftoppm", done.returncode)
+"#;
+
+/// The full runtime (compiled packages) asks through the same door: a
+/// script that imports numpy runs a numpy child and a granted program.
+#[test]
+fn the_full_runtime_starts_children_and_programs_too() {
+    if !skillbox_e2e::python_full_runtime() || !host_programs() {
+        return;
+    }
+    let skills = python_skill("nppages", &[("scripts/np.py", NUMPY_AND_PROGRAM)]);
+    let ws = workspace(&[]);
+    std::fs::write(ws.path().join("one.pdf"), tiny_pdf(1)).unwrap();
+    let out = run_script(
+        skills.path(),
+        "nppages/scripts/np.py",
+        &[
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--grant",
+            "nppages:workspace=write",
+            "--allow-program",
+            "nppages:pdftoppm",
+        ],
+        &[],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stdout_says(&["child 3 pdftoppm 0"]);
+    assert!(ws.path().join("np-1.png").is_file(), "{out:?}");
+}
