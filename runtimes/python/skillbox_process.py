@@ -462,3 +462,55 @@ def install():
     subprocess.Popen = Popen
     os.system = _system
     shutil.which = _which_granted
+    _install_unix_socket_probe()
+
+
+class _UnixSocketProbe:
+    """What `socket.socket(AF_UNIX, ...)` gives in the sandbox, which has no
+    sockets: an object that can be made and closed, and fails every use.
+
+    Scripts that drive LibreOffice ask this way whether the machine
+    allows Unix sockets, to decide whether soffice needs a workaround
+    (Anthropic's office/soffice.py compiles an LD_PRELOAD shim with gcc).
+    The soffice a script starts runs on the host, in its OS sandbox, where
+    Unix sockets work: so the question's answer for it is yes. A script
+    that talks over one itself gets an error at its first use.
+    """
+
+    def __init__(self, family, type=-1, proto=-1, fileno=None):
+        self.family, self.type, self.proto = family, type, proto
+
+    def close(self):
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __getattr__(self, name):
+        def refused(*args, **kwargs):
+            raise OSError(
+                95,
+                "scripts in this sandbox have no sockets; the programs a script starts with "
+                "subprocess have theirs",
+            )
+
+        return refused
+
+
+def _install_unix_socket_probe():
+    import socket
+
+    if hasattr(socket, "AF_UNIX"):
+        return
+    original = socket.socket
+    socket.AF_UNIX = 1
+
+    def make(family=-1, type=-1, proto=-1, fileno=None):
+        if family == socket.AF_UNIX:
+            return _UnixSocketProbe(family, type, proto, fileno)
+        return original(family, type, proto, fileno)
+
+    socket.socket = make

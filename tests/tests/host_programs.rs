@@ -5,6 +5,8 @@
 //! Debian's packages: `pdftoppm` (poppler-utils) and `bash`, the latter as
 //! the hostile program that tries to get out.
 
+use std::path::Path;
+
 use serde_json::Value;
 use skillbox_e2e::{host_programs, python_runtime, python_skill, run_script, workspace};
 
@@ -466,4 +468,259 @@ fn the_full_runtime_starts_children_and_programs_too() {
     assert_eq!(out.code, 0, "{out:?}");
     out.stdout_says(&["child 3 pdftoppm 0"]);
     assert!(ws.path().join("np-1.png").is_file(), "{out:?}");
+}
+
+/// Whether LibreOffice is installed here (CI installs Debian's
+/// libreoffice-writer and libreoffice-calc).
+fn libreoffice() -> bool {
+    let found = Path::new("/usr/bin/soffice").exists();
+    if !found && std::env::var_os("SKILLBOX_REQUIRE_PROGRAMS").is_some() {
+        panic!(
+            "LibreOffice (soffice) is required: apt install libreoffice-writer libreoffice-calc"
+        );
+    }
+    if !found {
+        eprintln!("skipped: LibreOffice is not installed");
+    }
+    found
+}
+
+/// Makes `memo.docx` in `dir` with the host's own LibreOffice.
+fn make_docx(dir: &Path, text: &str) {
+    let profile = tempfile::tempdir().unwrap();
+    std::fs::write(dir.join("memo.txt"), text).unwrap();
+    let out = std::process::Command::new("soffice")
+        .args(["--headless", "--convert-to", "docx", "--outdir"])
+        .arg(dir)
+        .arg(dir.join("memo.txt"))
+        .env("HOME", profile.path())
+        .output()
+        .unwrap();
+    assert!(dir.join("memo.docx").is_file(), "{out:?}");
+    std::fs::remove_file(dir.join("memo.txt")).unwrap();
+}
+
+const CONVERT: &str = r#"
+import subprocess, sys
+done = subprocess.run(["soffice", "--headless", "--convert-to", "pdf", "--outdir", "out", sys.argv[1]],
+                      capture_output=True, text=True, timeout=120)
+print("soffice exit", done.returncode)
+"#;
+
+const MAKE_MODEL: &str = r#"
+import openpyxl
+book = openpyxl.Workbook()
+sheet = book.active
+sheet["A1"], sheet["A2"] = 6, 7
+sheet["A3"] = "=A1*A2"
+sheet["B1"] = "=SUM(A1:A3)"
+book.save("model.xlsx")
+"#;
+
+/// The public xlsx skill's way to recalculate a workbook: a LibreOffice
+/// Basic macro put in the user profile, run by soffice on the file.
+const RECALC: &str = r#"
+import os, subprocess, sys
+from openpyxl import load_workbook
+MACRO = """<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE script:module PUBLIC "-//OpenOffice.org//DTD OfficeDocument 1.0//EN" "module.dtd">
+<script:module xmlns:script="http://openoffice.org/2000/script" script:name="Module1" script:language="StarBasic">
+    Sub RecalculateAndSave()
+      ThisComponent.calculateAll()
+      ThisComponent.store()
+      ThisComponent.close(True)
+    End Sub
+</script:module>"""
+folder = os.path.expanduser("~/.config/libreoffice/4/user/basic/Standard")
+if not os.path.exists(folder):
+    subprocess.run(["soffice", "--headless", "--terminate_after_init"], capture_output=True, timeout=60)
+    os.makedirs(folder, exist_ok=True)
+with open(os.path.join(folder, "Module1.xba"), "w") as f:
+    f.write(MACRO)
+env = dict(os.environ, SAL_USE_VCLPLUGIN="svp")
+done = subprocess.run(["soffice", "--headless", "--norestore",
+                       "vnd.sun.star.script:Standard.Module1.RecalculateAndSave?language=Basic&location=application",
+                       os.path.abspath(sys.argv[1])], capture_output=True, text=True, env=env)
+sheet = load_workbook(sys.argv[1], data_only=True).active
+print("soffice exit", done.returncode, "A3", sheet["A3"].value, "B1", sheet["B1"].value)
+"#;
+
+/// A cell's value as the workbook file caches it, read on the host with
+/// Python's standard library alone.
+const CACHED: &str = r#"
+import re, sys, zipfile
+sheet = zipfile.ZipFile(sys.argv[1]).read("xl/worksheets/sheet1.xml").decode()
+cell = re.search(r'<c r="%s"[^>]*>(.*?)</c>' % sys.argv[2], sheet).group(1)
+value = re.search(r"<v>(.*?)</v>", cell)
+print(value.group(1) if value else "none")
+"#;
+
+fn host_python(code: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(code)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// LibreOffice, granted to a skill: a Word document in the workspace
+/// becomes a PDF (read back on the host with pdftotext), and a workbook's
+/// formulas are recalculated the way the public xlsx skill does it (a
+/// Basic macro run by soffice; the cached values read back on the host).
+/// Its writes are staged: over MCP, a declined confirmation leaves the
+/// workspace as it was.
+#[test]
+fn libreoffice_converts_and_recalculates_with_its_writes_staged() {
+    if !python_runtime() || !host_programs() || !libreoffice() {
+        return;
+    }
+    let skills = python_skill(
+        "office",
+        &[
+            ("scripts/convert.py", CONVERT),
+            ("scripts/make_model.py", MAKE_MODEL),
+            ("scripts/recalc.py", RECALC),
+        ],
+    );
+    let ws = workspace(&[]);
+    make_docx(ws.path(), "Quarterly memo\nAll figures are final.\n");
+    let ws_arg = ws.path().to_str().unwrap();
+    let granted = [
+        "--workspace",
+        ws_arg,
+        "--grant",
+        "office:workspace=write",
+        "--allow-program",
+        "office:soffice",
+    ];
+
+    // Over MCP with a confirmation: declined, nothing is written.
+    if skillbox_e2e::python_sdk() {
+        let arguments = serde_json::json!({
+            "skill": "office", "script": "scripts/convert.py", "args": ["memo.docx"]
+        });
+        let out = std::process::Command::new("python3")
+            .arg(skillbox_e2e::repo().join("tests/support/python/confirm_client.py"))
+            .args(["decline", "run_script", &arguments.to_string()])
+            .arg(skillbox_e2e::skillbox_bin())
+            .args(["--tools", "all", "--confirm", "write", "--skills"])
+            .arg(skills.path())
+            .args(granted)
+            .current_dir(skillbox_e2e::repo())
+            .envs(skillbox_e2e::hermetic_env())
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            said.contains("out/memo.pdf"),
+            "the question lacks the PDF: {said}"
+        );
+        assert!(
+            !ws.path().join("out").exists(),
+            "a declined call wrote: {said}"
+        );
+    }
+
+    let out = run_script(
+        skills.path(),
+        "office/scripts/convert.py",
+        &granted,
+        &["memo.docx"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stdout_says(&["soffice exit 0"]);
+    let pdf = ws.path().join("out/memo.pdf");
+    let text = std::process::Command::new("pdftotext")
+        .arg(&pdf)
+        .arg("-")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&text.stdout);
+    assert!(text.contains("All figures are final."), "{text}");
+
+    let out = run_script(skills.path(), "office/scripts/make_model.py", &granted, &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let model = ws.path().join("model.xlsx");
+    let model = model.to_str().unwrap();
+    let before = host_python(CACHED, &[model, "A3"]);
+    assert!(
+        before.is_empty() || before == "none",
+        "openpyxl caches no value: {before}"
+    );
+    let out = run_script(
+        skills.path(),
+        "office/scripts/recalc.py",
+        &granted,
+        &["model.xlsx"],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stdout_says(&["soffice exit 0 A3 42 B1 55"]);
+    assert_eq!(host_python(CACHED, &[model, "A3"]), "42");
+    assert_eq!(host_python(CACHED, &[model, "B1"]), "55");
+}
+
+const GIT: &str = r#"
+import subprocess, sys
+def git(*args):
+    done = subprocess.run(["git", "-c", "user.name=Ada", "-c", "user.email=ada@example.com",
+                           "-c", "init.defaultBranch=main", *args],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"git {args[0]} failed: {done.stderr}")
+    return done.stdout
+if sys.argv[1] == "init":
+    git("init", "-q")
+    git("add", "notes.txt")
+    git("commit", "-q", "-m", "first notes")
+else:
+    with open("notes.txt", "a") as f:
+        f.write("a second line\n")
+    print(git("log", "--format=%s"), end="")
+    print(git("diff", "--stat"), end="")
+"#;
+
+/// git, granted: `git init` and a commit write `.git`, staged like every
+/// other write (a dry run leaves no repository), then committed; `git
+/// log` and `git diff` read it back in a later call.
+#[test]
+fn git_in_the_workspace_writes_its_repository_through_the_stage() {
+    if !python_runtime() || !host_programs() {
+        return;
+    }
+    let skills = python_skill("gitty", &[("scripts/git.py", GIT)]);
+    let ws = workspace(&[("notes.txt", "first line\n")]);
+    let ws_arg = ws.path().to_str().unwrap();
+    let granted = [
+        "--workspace",
+        ws_arg,
+        "--grant",
+        "gitty:workspace=write",
+        "--allow-program",
+        "gitty:git",
+    ];
+    let mut dry = granted.to_vec();
+    dry.push("--dry-run");
+    let out = run_script(skills.path(), "gitty/scripts/git.py", &dry, &["init"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(
+        !ws.path().join(".git").exists(),
+        "a dry run made a repository"
+    );
+
+    let out = run_script(skills.path(), "gitty/scripts/git.py", &granted, &["init"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stderr_says(&["workspace: committed", ".git/HEAD"]);
+    let log = std::process::Command::new("git")
+        .args(["log", "--format=%s"])
+        .current_dir(ws.path())
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&log.stdout), "first notes\n");
+
+    let out = run_script(skills.path(), "gitty/scripts/git.py", &granted, &["look"]);
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stdout_says(&["first notes", "notes.txt | 1 +"]);
 }

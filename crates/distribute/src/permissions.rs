@@ -26,6 +26,11 @@ pub struct Permissions {
     pub workspace: WorkspaceAccess,
     pub network: BTreeSet<String>,
     pub env: BTreeSet<String>,
+    /// Programs of the host's its scripts start: those its manifest asks
+    /// for and those its scripts name (`skill/programs.rs`). Each runs only
+    /// when the user grants it.
+    #[serde(skip_serializing_if = "BTreeSet::is_empty")]
+    pub programs: BTreeSet<String>,
     /// Limits the manifest raises, by name (`timeout_ms`, `fuel`,
     /// `memory_mib`, `output_bytes`).
     pub limits: BTreeMap<String, u64>,
@@ -69,6 +74,8 @@ impl Permissions {
             permissions.workspace = requested.workspace;
             permissions.network = requested.network.iter().cloned().collect();
             permissions.env = requested.env.iter().cloned().collect();
+            permissions.programs = requested.programs.iter().cloned().collect();
+            permissions.programs.extend(skill.programs_named());
         }
         permissions
     }
@@ -86,6 +93,7 @@ impl Permissions {
         }
         self.network.extend(grant.network.iter().cloned());
         self.env.extend(grant.env.iter().cloned());
+        self.programs.extend(grant.programs.iter().cloned());
         self.raise_limits(&grant.limits);
         self.granted = Some(grant.clone());
         self
@@ -125,6 +133,12 @@ impl Permissions {
             true => "environment: none".into(),
             false => format!("environment: {}", join(&self.env)),
         });
+        if !self.programs.is_empty() {
+            lines.push(format!(
+                "programs: {} (each runs only when you grant it: skillbox grant SKILL --program NAME)",
+                join(&self.programs)
+            ));
+        }
         for (name, value) in &self.limits {
             lines.push(format!("limit {name}: {value}"));
         }
@@ -174,6 +188,9 @@ impl Permissions {
         }
         for key in new.env.difference(&self.env) {
             wider.push(format!("new environment key {key}"));
+        }
+        for program in new.programs.difference(&self.programs) {
+            wider.push(format!("new program {program}"));
         }
         for (name, value) in &new.limits {
             match self.limits.get(name) {
@@ -233,6 +250,7 @@ mod tests {
         new.workspace = WorkspaceAccess::Write;
         new.network.insert("evil.example".into());
         new.env.insert("TOKEN".into());
+        new.programs.insert("soffice".into());
         new.limits.insert("fuel".into(), 20);
         new.limits.insert("memory_mib".into(), 256);
         assert_eq!(
@@ -244,6 +262,7 @@ mod tests {
                 "workspace: none -> write",
                 "new network host evil.example",
                 "new environment key TOKEN",
+                "new program soffice",
                 "limit fuel: 10 -> 20",
                 "limit memory_mib: default -> 256",
             ]

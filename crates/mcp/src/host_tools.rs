@@ -350,6 +350,11 @@ pub(crate) async fn load_skill(
         }
     }
     let mut notes = grant_and_limit_notes(&skill, &host.options.policy);
+    let reading = skill.clone();
+    let named = read_off_runtime(move || reading.programs_named())
+        .await
+        .unwrap_or_default();
+    notes.extend(program_notes(&skill, &host.options.policy, &named));
     if has_python_blocks(instructions) {
         notes.push(format!(
             "The Python code in these steps runs with run_code {{\"skill\": \"{name}\", \"code\": \
@@ -398,9 +403,45 @@ fn has_python_blocks(body: &str) -> bool {
 fn python_usage(path: &str) -> String {
     format!(
         "Python, run in the sandbox: run_script with script \"{path}\" and args, or command \
-         \"python3 {path} ARGS\" (no shell, no processes, no network sockets; the workspace \
-         at /workspace when granted)"
+         \"python3 {path} ARGS\" (no shell; subprocess runs Python and the programs the user \
+         granted the skill; no network sockets; the workspace at /workspace when granted)"
     )
+}
+
+/// The programs the skill's scripts start that are granted, and those
+/// they start that neither the manifest asks for (its notes come with the
+/// grants') nor the user granted.
+fn program_notes(
+    skill: &Skill,
+    user: &policy::UserPolicy,
+    named: &BTreeSet<String>,
+) -> Vec<String> {
+    let name = skill.name();
+    let granted = policy::grants(skill, user, None)
+        .grants
+        .programs
+        .unwrap_or_default();
+    let mut notes = Vec::new();
+    if !granted.is_empty() {
+        let list: Vec<String> = granted.iter().map(|p| format!("`{}`", p.name)).collect();
+        notes.push(format!(
+            "its scripts may start {} (granted by the user): subprocess runs each in an OS \
+             sandbox with the call's workspace and limits",
+            list.join(", ")
+        ));
+    }
+    let asked = policy::requested(skill).programs;
+    for program in named {
+        if asked.contains(program) || granted.iter().any(|p| &p.name == program) {
+            continue;
+        }
+        notes.push(format!(
+            "its scripts start `{program}`, a program of the host's, which runs only when the \
+             user grants it: `skillbox grant {name} --program {program}` (or --allow-program \
+             {name}:{program})"
+        ));
+    }
+    notes
 }
 
 /// What the user did not grant of the skill's requests, and which of its

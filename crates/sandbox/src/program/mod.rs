@@ -58,7 +58,10 @@ struct Request {
     argv: Vec<String>,
     #[serde(default)]
     cwd: Option<String>,
-    /// The child's whole environment, when the guest gave one.
+    /// The child's whole environment, when the guest gave one. Variables
+    /// that load code into the program (`LD_PRELOAD`, `LD_LIBRARY_PATH`,
+    /// every `LD_*`) are dropped: a grant is for the program, not for a
+    /// library the script wrote.
     #[serde(default)]
     env: Option<std::collections::BTreeMap<String, String>>,
     #[serde(default)]
@@ -246,7 +249,7 @@ impl Door {
         let env: Vec<(String, String)> = match &request.env {
             Some(env) => env
                 .iter()
-                .filter(|(k, _)| !k.is_empty() && !k.contains('='))
+                .filter(|(k, _)| !k.is_empty() && !k.contains('=') && !k.starts_with("LD_"))
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect(),
             None => self.setting.env.clone(),

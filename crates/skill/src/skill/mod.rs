@@ -26,6 +26,7 @@ pub mod manifest;
 pub mod meta;
 pub mod model;
 pub mod policy;
+pub mod programs;
 pub mod resident;
 pub mod search;
 pub mod source;

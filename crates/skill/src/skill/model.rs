@@ -217,6 +217,21 @@ impl Skill {
             .clone()
     }
 
+    /// The host programs the skill's Python scripts start, read from their
+    /// source (`skill/programs.rs`). Reads every Python file: call it off
+    /// the async runtime.
+    pub fn programs_named(&self) -> BTreeSet<String> {
+        let mut found = BTreeSet::new();
+        for path in self.files.list_all_files(MAX_MANIFEST_FILES) {
+            if path.ends_with(".py")
+                && let Ok(bytes) = self.read_served(&path, MAX_PYTHON_SOURCE_BYTES)
+            {
+                super::programs::programs_named(&String::from_utf8_lossy(&bytes), &mut found);
+            }
+        }
+        found
+    }
+
     /// The top-level modules the skill's Python file `rel` imports, read
     /// now: for a file [`Skill::python_imports`] left unread because the
     /// skill's files import too many.
