@@ -60,7 +60,7 @@ def _is_python(program):
     return bool(_PYTHON_NAME.fullmatch(name)) or (sys.executable and program == sys.executable)
 
 
-def _ask_host(argv, cwd, env, stdin):
+def _ask_host(argv, cwd, env, stdin, timeout=None):
     """Sends one request through the door; returns the reply (a dict)."""
     _counter[0] += 1
     number = _counter[0]
@@ -69,6 +69,7 @@ def _ask_host(argv, cwd, env, stdin):
         "cwd": cwd,
         "env": env,
         "stdin": base64.b64encode(stdin).decode("ascii"),
+        "timeout": timeout,
     }
     path = f"{DOOR}/{number}"
     try:
@@ -240,14 +241,14 @@ class Popen:
         text = data.decode(self._encoding, self._errors)
         return text.replace("\r\n", "\n").replace("\r", "\n")
 
-    def _finish(self, given_input=None):
+    def _finish(self, given_input=None, timeout=None):
         if self.returncode is not None:
             return
         stdin = self._input(given_input)
         if self._python:
             code, out, err = _run_python(self._argv, self._cwd, self._env, stdin)
         else:
-            code, out, err = self._run_program(stdin)
+            code, out, err = self._run_program(stdin, timeout)
         if self._specs["stderr"] == subprocess.STDOUT:
             out, err = out + err, b""
         for which, data in (("stdout", out), ("stderr", err)):
@@ -264,10 +265,17 @@ class Popen:
                 _write_through(spec, data)
         self.returncode = code
 
-    def _run_program(self, stdin):
-        reply = _ask_host(self._argv, self._cwd, self._env, stdin)
+    def _run_program(self, stdin, timeout):
+        reply = _ask_host(self._argv, self._cwd, self._env, stdin, timeout)
         if reply.get("error"):
             raise _refused(self._argv[0], reply["error"])
+        if reply.get("timed_out"):
+            # Killed at the script's timeout, as subprocess would kill it.
+            self.returncode = -9
+            raise subprocess.TimeoutExpired(
+                self.args, timeout,
+                output=base64.b64decode(reply.get("stdout") or ""),
+                stderr=base64.b64decode(reply.get("stderr") or ""))
         for line in reply.get("refusals") or []:
             print(f"skillbox: {line}", file=sys.stderr)
         out = base64.b64decode(reply.get("stdout") or "")
@@ -277,7 +285,7 @@ class Popen:
         return reply.get("returncode", 1), out, err
 
     def communicate(self, input=None, timeout=None):
-        self._finish(input)
+        self._finish(input, timeout)
         result = []
         for which in ("stdout", "stderr"):
             data = self._captured[which]
@@ -288,7 +296,7 @@ class Popen:
         return tuple(result)
 
     def wait(self, timeout=None):
-        self._finish()
+        self._finish(timeout=timeout)
         return self.returncode
 
     def poll(self):

@@ -268,6 +268,15 @@ print(done.stdout)
 print(done.stderr, file=sys.stderr)
 "#;
 
+const WAIT: &str = r#"
+import subprocess
+try:
+    subprocess.run(["bash", "-c", "echo started; sleep 4444"], timeout=1, capture_output=True)
+except subprocess.TimeoutExpired as e:
+    print("timed out after", e.timeout, "with", e.output)
+print("then went on")
+"#;
+
 /// Processes whose command line holds `marker`.
 fn processes_with(marker: &str) -> usize {
     std::fs::read_dir("/proc")
@@ -290,7 +299,10 @@ fn a_hostile_granted_program_is_held_to_its_sandbox() {
     if !python_runtime() || !host_programs() {
         return;
     }
-    let skills = python_skill("shelly", &[("scripts/sh.py", SHELL)]);
+    let skills = python_skill(
+        "shelly",
+        &[("scripts/sh.py", SHELL), ("scripts/wait.py", WAIT)],
+    );
     let ws = workspace(&[("a.txt", "workspace file\n")]);
     let outside = tempfile::tempdir().unwrap();
     std::fs::write(outside.path().join("secret.txt"), "host secret").unwrap();
@@ -364,6 +376,16 @@ fn a_hostile_granted_program_is_held_to_its_sandbox() {
         processes_with("sleep 4242"),
         0,
         "the program outlived the call"
+    );
+
+    // The script's own timeout kills the program; the script goes on.
+    let out = run_script(skills.path(), "shelly/scripts/wait.py", &granted, &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stdout_says(&["timed out after 1 with b'started\\n'", "then went on"]);
+    assert_eq!(
+        processes_with("sleep 4444"),
+        0,
+        "the program outlived its timeout"
     );
 
     // A process left behind on purpose goes with the program.

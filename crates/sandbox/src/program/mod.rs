@@ -66,6 +66,10 @@ struct Request {
     env: Option<std::collections::BTreeMap<String, String>>,
     #[serde(default)]
     stdin: String,
+    /// Seconds the script waits for the program (`subprocess`'s
+    /// `timeout=`); it is killed then. Never past the call's own end.
+    #[serde(default)]
+    timeout: Option<f64>,
 }
 
 /// What the guest gets back: how the program ended, or why it did not run.
@@ -76,6 +80,8 @@ struct Reply {
     stdout: String,
     stderr: String,
     truncated: bool,
+    /// Whether the program was killed at the script's own `timeout`.
+    timed_out: bool,
     /// Why nothing ran, in words for the script's author.
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<String>,
@@ -276,6 +282,11 @@ impl Door {
             Some(WorkspaceView::Staged { upper, .. }) => Some(upper.clone()),
             _ => None,
         };
+        let own_deadline = request
+            .timeout
+            .filter(|t| t.is_finite() && *t >= 0.0)
+            .map(|t| Instant::now() + std::time::Duration::from_secs_f64(t.min(1e6)))
+            .filter(|own| *own < self.setting.deadline);
         let jail = Jail {
             program: &program.path,
             args: &args,
@@ -285,7 +296,7 @@ impl Door {
             skill_dir: self.setting.skill_dir.as_deref(),
             scratch: &self.setting.scratch,
             workspace,
-            deadline: self.setting.deadline,
+            deadline: own_deadline.unwrap_or(self.setting.deadline),
             output_bytes: self.setting.output_bytes,
             file_bytes: self.setting.file_bytes,
         };
@@ -302,6 +313,18 @@ impl Door {
             }
         };
         let millis = finished.duration.as_millis() as u64;
+        if finished.timed_out && own_deadline.is_some() {
+            // The script's own timeout: it hears of it as subprocess does
+            // (TimeoutExpired), with what was printed so far; what the
+            // program wrote is not taken in.
+            self.record(&shown, &args, "timeout", None, millis);
+            return Ok(Reply {
+                stdout: BASE64.encode(&finished.stdout),
+                stderr: BASE64.encode(&finished.stderr),
+                timed_out: true,
+                ..Reply::default()
+            });
+        }
         if finished.timed_out {
             self.record(&shown, &args, "timeout", None, millis);
             return Ok(Reply::error(
