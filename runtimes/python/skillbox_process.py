@@ -91,15 +91,32 @@ def _refused(program, why):
     return PermissionError(13, why, program)
 
 
-class _Input:
+class _Pipe:
+    """What a child's pipes share: they have no file descriptor, and close
+    as files do."""
+
+    closed = False
+
+    def close(self):
+        self.closed = True
+
+    def fileno(self):
+        raise io.UnsupportedOperation("a child's pipe in the sandbox has no file descriptor")
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class _Input(_Pipe):
     """A child's stdin as the script writes it: kept until the child runs."""
 
-    def __init__(self, text, encoding, errors):
+    def __init__(self, encoding, errors):
         self.buffer = io.BytesIO()
-        self._text = text
         self._encoding = encoding
         self._errors = errors
-        self.closed = False
 
     def write(self, data):
         if isinstance(data, str):
@@ -114,20 +131,8 @@ class _Input:
     def flush(self):
         pass
 
-    def close(self):
-        self.closed = True
 
-    def fileno(self):
-        raise io.UnsupportedOperation("a child's stdin in the sandbox has no file descriptor")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-class _Output:
+class _Output(_Pipe):
     """A child's stdout or stderr pipe: runs the child when first read."""
 
     def __init__(self, proc, which):
@@ -158,22 +163,6 @@ class _Output:
 
     def __next__(self):
         return next(self._opened())
-
-    def close(self):
-        pass
-
-    @property
-    def closed(self):
-        return False
-
-    def fileno(self):
-        raise io.UnsupportedOperation("a child's output in the sandbox has no file descriptor")
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def __getattr__(self, name):
         return getattr(self._opened(), name)
@@ -212,7 +201,7 @@ class Popen:
         self.returncode = None
         Popen._next_pid[0] += 1
         self.pid = Popen._next_pid[0]
-        self.stdin = _Input(self.text_mode, self._encoding, self._errors) if stdin == subprocess.PIPE else None
+        self.stdin = _Input(self._encoding, self._errors) if stdin == subprocess.PIPE else None
         self.stdout = _Output(self, "stdout") if stdout == subprocess.PIPE else None
         self.stderr = _Output(self, "stderr") if stderr == subprocess.PIPE else None
         self._python = _is_python(argv[0])

@@ -268,6 +268,19 @@ print(done.stdout)
 print(done.stderr, file=sys.stderr)
 "#;
 
+const ENV: &str = r#"
+import socket, subprocess
+done = subprocess.run(["bash", "-c", "echo pre=[$LD_PRELOAD] lib=[$LD_LIBRARY_PATH] kept=[$KEPT]"],
+                      env={"LD_PRELOAD": "/tmp/evil.so", "LD_LIBRARY_PATH": "/tmp", "KEPT": "yes"},
+                      capture_output=True, text=True)
+print(done.stdout.strip(), done.stderr.strip())
+socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).close()
+try:
+    socket.socket(socket.AF_UNIX).connect("/tmp/lo.sock")
+except OSError as e:
+    print("connect refused", e.errno)
+"#;
+
 const WAIT: &str = r#"
 import subprocess
 try:
@@ -301,7 +314,11 @@ fn a_hostile_granted_program_is_held_to_its_sandbox() {
     }
     let skills = python_skill(
         "shelly",
-        &[("scripts/sh.py", SHELL), ("scripts/wait.py", WAIT)],
+        &[
+            ("scripts/sh.py", SHELL),
+            ("scripts/wait.py", WAIT),
+            ("scripts/env.py", ENV),
+        ],
     );
     let ws = workspace(&[("a.txt", "workspace file\n")]);
     let outside = tempfile::tempdir().unwrap();
@@ -387,6 +404,13 @@ fn a_hostile_granted_program_is_held_to_its_sandbox() {
         0,
         "the program outlived its timeout"
     );
+
+    // A library the script names for the program is not loaded, and a
+    // Unix socket of the script's own can be made (the probe scripts use
+    // before starting soffice) but not used.
+    let out = run_script(skills.path(), "shelly/scripts/env.py", &granted, &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stdout_says(&["pre=[] lib=[] kept=[yes]", "connect refused 95"]);
 
     // A process left behind on purpose goes with the program.
     let out = sh("(setsid sleep 4343 >/dev/null 2>&1 &); echo left", &[]);

@@ -308,7 +308,7 @@ const HOSTILE: &[(&str, &str, &[&str])] = &[
     ),
     (
         "office_caught.py",
-        "import socket, sys\nSOFFICE = 'soffice'\ntry:\n    socket.socket(socket.AF_UNIX)\nexcept Exception as e:\n    print('Error:', e)\n    sys.exit(1)\n",
+        "import socket, sys\nSOFFICE = 'soffice'\ntry:\n    socket.socket(socket.AF_UNIX).connect('/tmp/lo.sock')\nexcept Exception as e:\n    print('Error:', e)\n    sys.exit(1)\n",
         &["drives LibreOffice (`soffice`)", "no sockets"],
     ),
     (
@@ -321,7 +321,7 @@ const HOSTILE: &[(&str, &str, &[&str])] = &[
     ),
     (
         "office.py",
-        "import socket\nSOFFICE = 'soffice'\nsocket.socket(socket.AF_UNIX, socket.SOCK_STREAM)\n",
+        "import socket\nSOFFICE = 'soffice'\nsocket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect('/tmp/lo.sock')\n",
         &["drives LibreOffice (`soffice`)", "no sockets"],
     ),
 ];

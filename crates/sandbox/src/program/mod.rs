@@ -156,8 +156,9 @@ impl std::fmt::Debug for Door {
 }
 
 impl Door {
-    /// Makes the call's door, with `programs.json` in it: the programs
-    /// granted, by name and path, for the guest's `shutil.which`.
+    /// Makes the call's door, with `programs.json` in it when any program
+    /// is granted: their names and paths, for the guest's `shutil.which`
+    /// (no file means none, and saves a write on every Python call).
     pub(crate) fn open(setting: DoorSetting) -> std::io::Result<Door> {
         let folder = tempfile::Builder::new()
             .prefix("skillbox-door-")
@@ -168,8 +169,10 @@ impl Door {
             .iter()
             .map(|p| (p.name.as_str(), p.path.to_string_lossy().into_owned()))
             .collect();
-        let about = serde_json::json!({ "programs": listing, "skill": setting.skill_name });
-        dir.write("programs.json", about.to_string())?;
+        if !listing.is_empty() {
+            let about = serde_json::json!({ "programs": listing });
+            dir.write("programs.json", about.to_string())?;
+        }
         Ok(Door {
             folder,
             dir,
