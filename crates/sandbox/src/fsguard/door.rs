@@ -6,7 +6,7 @@ use wasmtime_wasi::p2::FsResult;
 use wasmtime_wasi::p2::bindings::filesystem::types::{Descriptor, DescriptorFlags, OpenFlags};
 
 use super::{GuardedView, trap};
-use crate::program::Door;
+use crate::program::{Door, DoorFailure};
 
 impl super::FsGuard {
     /// Gives the call a door: its requests are answered by `door`.
@@ -61,5 +61,9 @@ pub(super) async fn answer(view: &mut GuardedView<'_>, number: &str) -> FsResult
     let stage = guard.staged.as_mut().map(|staged| &mut staged.stage);
     let budget = guard.workspace.clone();
     let mut spend = |kind, amount| budget.spend(kind, amount);
-    door.answer(number, stage, &mut spend).await.map_err(trap)
+    match door.answer(number, stage, &mut spend).await {
+        Ok(()) => Ok(()),
+        Err(DoorFailure::Quota(over)) => Err(trap(over)),
+        Err(DoorFailure::Host(why)) => Err(trap(crate::SandboxError::Host(why))),
+    }
 }

@@ -39,13 +39,21 @@ const MAX_REQUEST_BYTES: u64 = 64 * 1024 * 1024;
 const AUDIT_ARGS: usize = 32;
 const AUDIT_ARG_CHARS: usize = 256;
 
+/// What stops the call that asked for a program.
+#[derive(Debug)]
+pub(crate) enum DoorFailure {
+    Quota(QuotaExceeded),
+    Host(String),
+}
+
 /// One program a call asked for, for the audit record.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
 pub struct ProgramRun {
     /// The absolute path that ran, or the name asked for when refused.
     pub program: String,
     pub args: Vec<String>,
-    /// `ok` (it ran; see `exit_code`), `refused`, `timeout` or `error`.
+    /// `ok` (it ran; see `exit_code`), `refused`, `timeout`, `conflict`
+    /// (its changes met another's) or `error`.
     pub outcome: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
@@ -192,14 +200,15 @@ impl Door {
 
     /// Answers request `number` (the guest wrote `number.request` and is
     /// opening `number.reply`): runs what it asks for, if granted, and
-    /// writes the reply. Only a quota the program's changes overran is an
-    /// error; everything else is an answer.
+    /// writes the reply. Only what stops the call is an error (a quota the
+    /// program's changes overran, changes that could not be staged);
+    /// everything else is an answer.
     pub(crate) async fn answer(
         &mut self,
         number: &str,
         stage: Option<&mut Stage>,
         spend: &mut (dyn FnMut(QuotaKind, u64) -> Result<(), QuotaExceeded> + Send),
-    ) -> Result<(), QuotaExceeded> {
+    ) -> Result<(), DoorFailure> {
         let reply = match self.read_request(number) {
             Ok(request) => self.run(request, stage, spend).await?,
             Err(why) => Reply::error("invalid", why),
@@ -237,7 +246,7 @@ impl Door {
         request: Request,
         stage: Option<&mut Stage>,
         spend: &mut (dyn FnMut(QuotaKind, u64) -> Result<(), QuotaExceeded> + Send),
-    ) -> Result<Reply, QuotaExceeded> {
+    ) -> Result<Reply, DoorFailure> {
         let asked = request.argv[0].clone();
         let args: Vec<String> = request.argv[1..].to_vec();
         let name = asked.rsplit('/').next().unwrap_or(&asked).to_string();
@@ -304,6 +313,7 @@ impl Door {
             file_bytes: self.setting.file_bytes,
         };
         let shown = program.path.to_string_lossy().into_owned();
+        let started = std::time::SystemTime::now();
         let finished = match jail.run().await {
             Ok(finished) => finished,
             Err(e) => {
@@ -342,23 +352,35 @@ impl Door {
                 .workspace
                 .as_ref()
                 .and_then(|(dir, _)| std::fs::canonicalize(dir).ok());
-            match stage.take_in(&upper, root.as_deref(), spend) {
+            let taken = stage.take_in(&upper, root.as_deref(), started, spend);
+            if let Some(folder) = upper.parent() {
+                let _ = std::fs::remove_dir_all(folder);
+            }
+            match taken {
                 Ok(left_out) => refusals = left_out,
-                Err(TakeInError::Quota(over)) => return Err(over),
-                Err(TakeInError::Io(e)) => {
-                    self.record(&shown, &args, "error", Some(finished.returncode), millis);
+                Err(TakeInError::Changed(path)) => {
+                    self.record(&shown, &args, "conflict", Some(finished.returncode), millis);
                     return Ok(Reply::error(
                         "failed",
                         format!(
-                            "the program ran, but its changes to the workspace could not be \
-                             staged: {}; none were kept",
-                            crate::io_reason(&e)
+                            "`{name}` ran, but `{path}`, which it changed, was changed in the \
+                             workspace by someone else meanwhile; none of its changes were \
+                             kept. Run it again on the workspace as it is now"
                         ),
                     ));
                 }
-            }
-            if let Some(folder) = upper.parent() {
-                let _ = std::fs::remove_dir_all(folder);
+                Err(TakeInError::Quota(over)) => return Err(DoorFailure::Quota(over)),
+                // Some of its changes may be staged already: the call stops,
+                // and its stage is discarded with it.
+                Err(TakeInError::Io(e)) => {
+                    self.record(&shown, &args, "error", Some(finished.returncode), millis);
+                    return Err(DoorFailure::Host(format!(
+                        "`{name}` ran, but its changes to the workspace could not be staged \
+                         ({}); the call was stopped and nothing was written. Check that the \
+                         state folder (SKILLBOX_STATE_DIR or XDG_STATE_HOME) has room",
+                        crate::io_reason(&e)
+                    )));
+                }
             }
         }
         self.record(&shown, &args, "ok", Some(finished.returncode), millis);

@@ -15,7 +15,7 @@ use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::Path;
 
-use cap_std::fs::{Dir, OpenOptions};
+use cap_std::fs::{Dir, MetadataExt as _, OpenOptions};
 
 use super::overlay::{Entry, Overlay};
 use super::path::{Kind, WsPath, ancestors, parent};
@@ -34,6 +34,10 @@ pub(crate) enum TakeInError {
     Quota(#[from] QuotaExceeded),
     #[error("{0}")]
     Io(#[from] io::Error),
+    /// A workspace file the program changed was changed by someone else
+    /// while it ran: taking its version in would lose theirs.
+    #[error("`{0}` changed in the workspace while the program ran")]
+    Changed(String),
 }
 
 impl Stage {
@@ -74,13 +78,19 @@ impl Stage {
     /// `spend` first (the workspace quota); changes the guard would refuse
     /// a guest (protected folders, links that lead out) are left out and
     /// said in the list returned.
+    ///
+    /// A workspace path the program changed that someone else changed
+    /// since `started` (the program's start) fails the whole take-in
+    /// before anything is staged: the program worked on the version before.
     pub(crate) fn take_in(
         &mut self,
         upper: &Path,
         root: Option<&Path>,
+        started: std::time::SystemTime,
         spend: &mut (dyn FnMut(QuotaKind, u64) -> Result<(), QuotaExceeded> + Send),
     ) -> Result<Vec<String>, TakeInError> {
         self.prepare()?;
+        changed_since(&self.overlay, upper, "", started)?;
         let mut taking = TakingIn {
             overlay: &mut self.overlay,
             root,
@@ -90,6 +100,41 @@ impl Stage {
         taking.folder(upper, "")?;
         Ok(taking.refusals)
     }
+}
+
+/// Fails with the first path under `upper` (the program's changes) whose
+/// workspace file, as the call sees it, changed after `started`. Folders
+/// are not compared: their times move whenever anyone adds a file.
+fn changed_since(
+    overlay: &Overlay,
+    upper: &Path,
+    ws: &str,
+    started: std::time::SystemTime,
+) -> Result<(), TakeInError> {
+    let since = started
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as i128);
+    for entry in std::fs::read_dir(upper)? {
+        let entry = entry?;
+        let Some(name) = entry.file_name().to_str().map(str::to_string) else {
+            continue;
+        };
+        let path = super::overlay::join_name(ws, &name);
+        if entry.file_type()?.is_dir() {
+            changed_since(overlay, &entry.path(), &path, started)?;
+            continue;
+        }
+        if overlay.found(&path) != super::overlay::Found::Lower {
+            continue;
+        }
+        if let Some(meta) = overlay.lower_meta(&path).filter(|m| !m.is_dir()) {
+            let ctime = i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec());
+            if ctime > since {
+                return Err(TakeInError::Changed(path));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Makes a whiteout (a character device 0:0) at `path` in `layer`.
@@ -344,7 +389,9 @@ mod tests {
             Ok(())
         };
         let root = std::fs::canonicalize(ws.path()).unwrap();
-        let refusals = stage.take_in(up, Some(&root), &mut spend).unwrap();
+        let refusals = stage
+            .take_in(up, Some(&root), std::time::SystemTime::now(), &mut spend)
+            .unwrap();
 
         assert_eq!(seen(&stage, "edit.txt").as_deref(), Some("new"));
         assert_eq!(seen(&stage, "made.txt").as_deref(), Some("made"));
@@ -379,7 +426,14 @@ mod tests {
         std::fs::create_dir(&dir).unwrap();
         rustix::fs::setxattr(&dir, OPAQUE_XATTR, b"y", rustix::fs::XattrFlags::empty()).unwrap();
         std::fs::write(dir.join("new.txt"), "new").unwrap();
-        stage.take_in(upper.path(), None, &mut no_quota).unwrap();
+        stage
+            .take_in(
+                upper.path(),
+                None,
+                std::time::SystemTime::now(),
+                &mut no_quota,
+            )
+            .unwrap();
         assert_eq!(seen(&stage, "dir/old.txt"), None);
         assert_eq!(seen(&stage, "dir/new.txt").as_deref(), Some("new"));
     }
@@ -398,9 +452,31 @@ mod tests {
             }
             Ok(())
         };
-        let error = stage.take_in(upper.path(), None, &mut spend).unwrap_err();
+        let error = stage
+            .take_in(upper.path(), None, std::time::SystemTime::now(), &mut spend)
+            .unwrap_err();
         assert!(matches!(error, TakeInError::Quota(_)), "{error}");
         assert_eq!(seen(&stage, "big.bin"), None);
+    }
+
+    #[test]
+    fn a_workspace_file_changed_while_the_program_ran_is_not_overwritten() {
+        let (ws, mut stage, upper) = setting(&[("a.txt", "theirs before")]);
+        let started = std::time::SystemTime::now() - std::time::Duration::from_secs(5);
+        std::fs::write(ws.path().join("a.txt"), "theirs, meanwhile").unwrap();
+        std::fs::write(upper.path().join("a.txt"), "the program's").unwrap();
+        std::fs::write(upper.path().join("b.txt"), "new").unwrap();
+        let error = stage
+            .take_in(upper.path(), None, started, &mut no_quota)
+            .unwrap_err();
+        assert!(
+            matches!(&error, TakeInError::Changed(p) if p == "a.txt"),
+            "{error}"
+        );
+        assert!(
+            stage.is_empty(),
+            "nothing is staged when one path conflicts"
+        );
     }
 
     #[test]
