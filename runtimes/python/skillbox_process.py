@@ -270,7 +270,11 @@ class Popen:
         out = base64.b64decode(reply.get("stdout") or "")
         err = base64.b64decode(reply.get("stderr") or "")
         if reply.get("truncated"):
-            err += b"\nskillbox: the program's output was cut at the call's output limit\n"
+            # Said where the script's user sees it, not in a pipe the
+            # script may parse.
+            print(f"skillbox: `{self._argv[0]}` printed more than this call keeps of a "
+                  "program's output (its /tmp quota, --scratch-quota-mib); the rest was cut",
+                  file=sys.stderr)
         return reply.get("returncode", 1), out, err
 
     def communicate(self, input=None, timeout=None):

@@ -281,6 +281,12 @@ except OSError as e:
     print("connect refused", e.errno)
 "#;
 
+const BIG: &str = r#"
+import subprocess
+out = subprocess.run(["bash", "-c", "head -c 3000000 /dev/zero"], capture_output=True).stdout
+print("got", len(out))
+"#;
+
 const WAIT: &str = r#"
 import subprocess
 try:
@@ -318,6 +324,7 @@ fn a_hostile_granted_program_is_held_to_its_sandbox() {
             ("scripts/sh.py", SHELL),
             ("scripts/wait.py", WAIT),
             ("scripts/env.py", ENV),
+            ("scripts/big.py", BIG),
         ],
     );
     let ws = workspace(&[("a.txt", "workspace file\n")]);
@@ -404,6 +411,23 @@ fn a_hostile_granted_program_is_held_to_its_sandbox() {
         0,
         "the program outlived its timeout"
     );
+
+    // What a program prints reaches the script whole past the call's own
+    // output cap (a rendered page is megabytes), up to its /tmp quota.
+    let big = "head -c 3000000 /dev/zero | tr '\\0' a";
+    let out = sh(
+        &format!("{big} | wc -c; {big}"),
+        &["--max-output-bytes", "4000000"],
+    );
+    out.stdout_says(&["exit 0", "3000000"]);
+    let out = run_script(skills.path(), "shelly/scripts/big.py", &granted, &[]);
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stdout_says(&["got 3000000"]);
+    let mut small = granted.to_vec();
+    small.extend(["--scratch-quota-mib", "1"]);
+    let out = run_script(skills.path(), "shelly/scripts/big.py", &small, &[]);
+    out.stdout_says(&["got 1048576"]);
+    out.stderr_says(&["printed more than this call keeps", "--scratch-quota-mib"]);
 
     // A library the script names for the program is not loaded, and a
     // Unix socket of the script's own can be made (the probe scripts use

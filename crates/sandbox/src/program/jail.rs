@@ -93,7 +93,8 @@ pub(crate) struct Jail<'a> {
     pub scratch: &'a Path,
     pub workspace: Option<WorkspaceView>,
     pub deadline: Instant,
-    pub output_bytes: usize,
+    /// What is kept of each of stdout and stderr.
+    pub pipe_bytes: usize,
     pub file_bytes: u64,
 }
 
@@ -195,8 +196,8 @@ impl Jail<'_> {
             }
             drop(stdin);
         };
-        let stdout = read_capped(child.stdout.take(), self.output_bytes);
-        let stderr = read_capped(child.stderr.take(), self.output_bytes);
+        let stdout = read_capped(child.stdout.take(), self.pipe_bytes);
+        let stderr = read_capped(child.stderr.take(), self.pipe_bytes);
         let wait = async {
             match tokio::time::timeout_at(self.deadline.into(), child.wait()).await {
                 Ok(status) => (status, false),

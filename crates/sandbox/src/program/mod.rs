@@ -121,7 +121,7 @@ pub(crate) struct DoorSetting {
     pub workspace: Option<(PathBuf, bool)>,
     pub env: Vec<(String, String)>,
     pub deadline: Instant,
-    pub output_bytes: usize,
+    pub pipe_bytes: usize,
     pub file_bytes: u64,
 }
 
@@ -141,7 +141,7 @@ impl DoorSetting {
                 .map(|ws| (ws.host_dir.clone(), ws.writable)),
             env: grants.env.clone(),
             deadline,
-            output_bytes: 0,
+            pipe_bytes: 0,
             file_bytes: 0,
         }
     }
@@ -309,7 +309,7 @@ impl Door {
             scratch: &self.setting.scratch,
             workspace,
             deadline: own_deadline.unwrap_or(self.setting.deadline),
-            output_bytes: self.setting.output_bytes,
+            pipe_bytes: self.setting.pipe_bytes,
             file_bytes: self.setting.file_bytes,
         };
         let shown = program.path.to_string_lossy().into_owned();
@@ -440,7 +440,13 @@ impl Door {
 
 impl DoorSetting {
     pub(crate) fn with_limits(mut self, limits: &crate::Limits) -> Self {
-        self.output_bytes = limits.output_bytes;
+        // What a program prints goes to the script, not to the call's
+        // output: it is bounded like the files a script may make in /tmp
+        // (a page rendered to stdout is megabytes), and at least the call's
+        // output cap.
+        self.pipe_bytes = limits
+            .output_bytes
+            .max(usize::try_from(limits.scratch_bytes).unwrap_or(usize::MAX));
         self.file_bytes = limits.workspace_bytes.max(limits.scratch_bytes);
         self
     }
