@@ -39,6 +39,10 @@ _CHILD_FOLDERS = ("/skill/", "/workspace/", "/tmp/")
 _PYTHON_NAME = re.compile(r"python(3(\.\d+)?)?")
 # The last refusal, for the `skillbox:` hint after a failure.
 LAST_REFUSAL = [None]
+# The programs that ran, by name, and the last that exited non-zero:
+# (name, exit code, the last line it printed to stderr).
+STARTED = set()
+FAILED = [None]
 _counter = [0]
 _granted = [None]
 
@@ -84,6 +88,20 @@ def _ask_host(argv, cwd, env, stdin, timeout=None):
     except OSError:
         pass
     return reply
+
+
+def program_failure():
+    """Words on the last program the script started that failed, or None:
+    for the `skillbox:` hint when the script fails after it."""
+    if FAILED[0] is None:
+        return None
+    name, code, said = FAILED[0]
+    return (
+        f"`{name}`, which the script started, exited with {code}"
+        + (f" ({said})" if said else "")
+        + "; the script's failure may come from it. It ran in the OS sandbox, with the "
+        "workspace and /tmp as this call sees them and no network."
+    )
 
 
 def _refused(program, why):
@@ -269,6 +287,12 @@ class Popen:
             print(f"skillbox: {line}", file=sys.stderr)
         out = base64.b64decode(reply.get("stdout") or "")
         err = base64.b64decode(reply.get("stderr") or "")
+        name = os.path.basename(self._argv[0])
+        STARTED.add(name)
+        code = reply.get("returncode", 1)
+        if code != 0:
+            said = err.decode("utf-8", "replace").strip().splitlines()
+            FAILED[0] = (name, code, said[-1][:300] if said else "")
         if reply.get("truncated"):
             # Said where the script's user sees it, not in a pipe the
             # script may parse.

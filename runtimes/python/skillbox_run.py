@@ -325,6 +325,8 @@ def _after_quiet_failure():
     None: a program it drives, or a workspace it may not write."""
     if skillbox_process.LAST_REFUSAL[0]:
         return skillbox_process.LAST_REFUSAL[0]
+    if skillbox_process.program_failure():
+        return skillbox_process.program_failure()
     program = _program_named()
     if program:
         return _drives(program)
@@ -355,7 +357,9 @@ def _program_named():
         except OSError:
             return None
     for name, words in _PROGRAMS.items():
-        if name in source:
+        # A program the script started through subprocess ran; whatever it
+        # does over a socket is its own business, in its own sandbox.
+        if name in source and name not in skillbox_process.STARTED:
             return words
     return None
 
@@ -468,7 +472,11 @@ def run(argv):
         code = 1
         try:
             _print_traceback(error)
-            _say(lambda: hint(error) or (_drives(p) if (p := _program_named()) else None))
+            _say(
+                lambda: hint(error)
+                or skillbox_process.program_failure()
+                or (_drives(p) if (p := _program_named()) else None)
+            )
         except BaseException:
             _write(
                 2,

@@ -180,7 +180,10 @@ fn a_granted_program_turns_a_pdf_into_pngs_with_its_writes_staged() {
     if !python_runtime() || !host_programs() {
         return;
     }
-    let skills = python_skill("pdfpages", &[("scripts/to_png.py", TO_PNG)]);
+    let skills = python_skill(
+        "pdfpages",
+        &[("scripts/to_png.py", TO_PNG), ("scripts/fails.py", FAILS)],
+    );
     let ws = workspace(&[("pages/.keep", "")]);
     std::fs::write(ws.path().join("report.pdf"), tiny_pdf(3)).unwrap();
     let ws_arg = ws.path().to_str().unwrap();
@@ -242,7 +245,22 @@ fn a_granted_program_turns_a_pdf_into_pngs_with_its_writes_staged() {
         let width = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
         assert_eq!(width, 84, "{name}");
     }
-    let record = audit_of("pdfpages").pop().unwrap();
+    // A script that fails after its program failed is told which, and
+    // what it said.
+    let out = run_script(skills.path(), "pdfpages/scripts/fails.py", &granted, &[]);
+    assert_eq!(out.code, 1, "{out:?}");
+    out.stderr_says(&[
+        "RuntimeError: Image conversion failed",
+        "skillbox: `pdftoppm`, which the script started, exited with 1",
+        "missing.pdf",
+    ]);
+    assert!(!out.stderr.contains("socket"), "{out:?}");
+
+    let record = audit_of("pdfpages")
+        .into_iter()
+        .rev()
+        .find(|r| r["component"] == "scripts/to_png.py")
+        .unwrap();
     let program = &record["programs"][0];
     assert_eq!(program["program"], "/usr/bin/pdftoppm", "{record}");
     assert_eq!(program["outcome"], "ok");
@@ -259,6 +277,14 @@ fn a_granted_program_turns_a_pdf_into_pngs_with_its_writes_staged() {
         "{record}"
     );
 }
+
+const FAILS: &str = r#"
+import subprocess
+# As the public pptx skill's thumbnail.py reports it (it also starts soffice).
+done = subprocess.run(["pdftoppm", "-jpeg", "missing.pdf", "slide"], capture_output=True)
+if done.returncode != 0:
+    raise RuntimeError("Image conversion failed")
+"#;
 
 const SHELL: &str = r#"
 import subprocess, sys
