@@ -262,21 +262,6 @@ pub(crate) fn new_store(
     }
 
     let deadline = Instant::now() + limits.timeout;
-    let door = match grants.programs {
-        None => None,
-        Some(_) => {
-            let setting =
-                DoorSetting::new(grants, scratch.dir().opened_at(), deadline).with_limits(limits);
-            let door = Door::open(setting).map_err(|e| {
-                SandboxError::Host(format!(
-                    "cannot make the folder a script asks for programs through: {}",
-                    super::io_reason(&e)
-                ))
-            })?;
-            preopen(&mut wasi, door.path(), DOOR_MOUNT, FsPerms::ReadWrite)?;
-            Some(door)
-        }
-    };
     let egress = Egress::new(
         grants.network.clone(),
         NetLimits {
@@ -287,6 +272,22 @@ pub(crate) fn new_store(
         grants.skill_name.as_deref(),
         &io.net,
     );
+    let door = match grants.programs {
+        None => None,
+        Some(_) => {
+            let setting = DoorSetting::new(grants, scratch.dir().opened_at(), deadline)
+                .with_limits(limits)
+                .with_relay(egress.relay());
+            let door = Door::open(setting).map_err(|e| {
+                SandboxError::Host(format!(
+                    "cannot make the folder a script asks for programs through: {}",
+                    super::io_reason(&e)
+                ))
+            })?;
+            preopen(&mut wasi, door.path(), DOOR_MOUNT, FsPerms::ReadWrite)?;
+            Some(door)
+        }
+    };
     let state = CallState {
         wasi: wasi.build(),
         http: WasiHttpCtx::new(),

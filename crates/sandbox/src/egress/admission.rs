@@ -25,7 +25,7 @@ pub struct NetRequest {
     pub status: Option<u16>,
     pub bytes: u64,
     /// `ok`, `denied`, `internal-address`, `request-cap`, `response-cap`,
-    /// `timeout` or `error`.
+    /// `timeout`, `error`, or `invalid` (a script's request that was not HTTP).
     pub outcome: String,
 }
 

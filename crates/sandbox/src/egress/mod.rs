@@ -20,6 +20,7 @@
 mod address;
 mod admission;
 mod connect;
+mod relay;
 mod rule;
 
 use std::sync::{Arc, Mutex};
@@ -29,6 +30,7 @@ use wasmtime_wasi_http::{Error as HttpError, RequestOptions, WasiBody, WasiHttpH
 
 pub use admission::NetRequest;
 pub(crate) use admission::{NetLimits, NetLog};
+pub(crate) use relay::{Relay, RelayError, RelayedRequest};
 pub use rule::NetRule;
 
 use admission::{Admission, lock};
@@ -49,7 +51,7 @@ impl NetTrace {
 
 /// The `wasi:http` hooks of one call.
 pub(crate) struct Egress {
-    admission: Admission,
+    admission: Arc<Admission>,
     deadline: Instant,
     log: Arc<Mutex<NetLog>>,
 }
@@ -63,11 +65,11 @@ impl Egress {
         trace: &NetTrace,
     ) -> Self {
         Egress {
-            admission: Admission {
+            admission: Arc::new(Admission {
                 rules,
                 limits,
                 grant_prefix: skill.map_or_else(String::new, |s| format!("{s}:")),
-            },
+            }),
             deadline,
             log: trace.0.clone(),
         }
@@ -75,6 +77,29 @@ impl Egress {
 
     pub(crate) fn log(&self) -> NetLog {
         lock(&self.log).clone()
+    }
+
+    /// The same way out for HTTP a script's libraries send through the
+    /// door: one admission, deadline and log for both.
+    pub(crate) fn relay(&self) -> Relay {
+        Relay {
+            admission: self.admission.clone(),
+            deadline: self.deadline,
+            log: self.log.clone(),
+        }
+    }
+}
+
+/// Marks request `index` as failed on the way, unless something more
+/// precise (a cap) was noted first.
+fn note_failure(log: &Mutex<NetLog>, index: usize, error: &HttpError) {
+    let mut log = lock(log);
+    if log.requests[index].outcome == "pending" || log.requests[index].outcome == "ok" {
+        log.requests[index].outcome = match error {
+            HttpError::ConnectionTimeout | HttpError::ConnectionReadTimeout => "timeout",
+            _ => "error",
+        }
+        .into();
     }
 }
 
@@ -94,16 +119,7 @@ impl WasiHttpHooks for Egress {
             let index = target.index;
             let result = connect::fetch(request, target, options, deadline, cap, log.clone()).await;
             if let Err(e) = &result {
-                let mut log = lock(&log);
-                if log.requests[index].outcome == "pending" {
-                    log.requests[index].outcome = match e {
-                        HttpError::ConnectionTimeout | HttpError::ConnectionReadTimeout => {
-                            "timeout"
-                        }
-                        _ => "error",
-                    }
-                    .into();
-                }
+                note_failure(&log, index, e);
             }
             result
         })

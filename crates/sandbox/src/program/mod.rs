@@ -16,6 +16,11 @@
 //! limits, its writes staged like the guest's own; anything else is
 //! refused with words that say how a user could grant it. Every request
 //! is recorded ([`ProgramRun`]) for the audit.
+//!
+//! The same door carries the HTTP a script's libraries write
+//! (`runtimes/python/skillbox_http.py`): such a request names no program
+//! but a host, and is sent by the call's egress (`egress/relay.rs`) under
+//! the call's network grants, as a `wasi:http` request would be.
 
 mod cgroup;
 mod jail;
@@ -28,6 +33,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use cap_std::fs::Dir;
 use serde::{Deserialize, Serialize};
 
+use crate::egress::{Relay, RelayError, RelayedRequest};
 use crate::grants::{DOOR_MOUNT, Grants, HostProgram, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT};
 use crate::mount::{QuotaExceeded, QuotaKind};
 use crate::stage::{Stage, TakeInError};
@@ -60,10 +66,14 @@ pub struct ProgramRun {
     pub duration_ms: u64,
 }
 
-/// What the guest sends.
+/// What the guest sends: a program to run, or (`http`) a request its
+/// HTTP libraries wrote.
 #[derive(Deserialize)]
 struct Request {
+    #[serde(default)]
     argv: Vec<String>,
+    #[serde(default)]
+    http: Option<HttpAsk>,
     #[serde(default)]
     cwd: Option<String>,
     /// The child's whole environment, when the guest gave one. Variables
@@ -76,6 +86,22 @@ struct Request {
     stdin: String,
     /// Seconds the script waits for the program (`subprocess`'s
     /// `timeout=`); it is killed then. Never past the call's own end.
+    #[serde(default)]
+    timeout: Option<f64>,
+}
+
+/// An HTTP request a script's library wrote on the socket the door gave
+/// it (`runtimes/python/skillbox_http.py`), sent by the call's egress.
+#[derive(Deserialize)]
+struct HttpAsk {
+    /// `http` or `https`: what the library connected with. TLS is the
+    /// host's; the guest has none.
+    scheme: String,
+    host: String,
+    port: u16,
+    /// The bytes the library wrote, base64.
+    request: String,
+    /// The library's own timeout in seconds, if it set one.
     #[serde(default)]
     timeout: Option<f64>,
 }
@@ -123,6 +149,8 @@ pub(crate) struct DoorSetting {
     pub deadline: Instant,
     pub pipe_bytes: usize,
     pub file_bytes: u64,
+    /// The call's egress, for HTTP its libraries send.
+    pub relay: Option<Relay>,
 }
 
 impl DoorSetting {
@@ -143,6 +171,7 @@ impl DoorSetting {
             deadline,
             pipe_bytes: 0,
             file_bytes: 0,
+            relay: None,
         }
     }
 }
@@ -209,11 +238,19 @@ impl Door {
         stage: Option<&mut Stage>,
         spend: &mut (dyn FnMut(QuotaKind, u64) -> Result<(), QuotaExceeded> + Send),
     ) -> Result<(), DoorFailure> {
-        let reply = match self.read_request(number) {
-            Ok(request) => self.run(request, stage, spend).await?,
-            Err(why) => Reply::error("invalid", why),
+        let json = |reply: &Reply| serde_json::to_vec(reply).unwrap_or_default();
+        let text = match self.read_request(number) {
+            // A response is written as it came (it starts `HTTP/`, which no
+            // JSON reply does), for the library to read as off a socket.
+            Ok(Request {
+                http: Some(ask), ..
+            }) => match self.relay(ask).await {
+                Ok(response) => response,
+                Err(reply) => json(&reply),
+            },
+            Ok(request) => json(&self.run(request, stage, spend).await?),
+            Err(why) => json(&Reply::error("invalid", why)),
         };
-        let text = serde_json::to_vec(&reply).unwrap_or_default();
         // The guest's open of the reply then fails, and says so.
         let _ = self.dir.write(format!("{number}.reply"), text);
         let _ = self.dir.remove_file(format!("{number}.request"));
@@ -235,10 +272,49 @@ impl Door {
         }
         let request: Request = serde_json::from_slice(&bytes)
             .map_err(|e| format!("the request is not valid JSON for the door: {e}"))?;
-        if request.argv.is_empty() || request.argv[0].is_empty() {
+        if request.http.is_none() && request.argv.first().is_none_or(String::is_empty) {
             return Err("the request names no program".into());
         }
         Ok(request)
+    }
+
+    /// Sends an HTTP request through the call's egress: the response's
+    /// bytes, or the reply that says why there are none.
+    async fn relay(&self, ask: HttpAsk) -> Result<Vec<u8>, Reply> {
+        let Some(relay) = &self.setting.relay else {
+            return Err(Reply::error(
+                "refused",
+                "this call has no network: code run without a skill reaches no host".into(),
+            ));
+        };
+        let invalid = |why: String| {
+            relay.note_invalid(&ask.host, ask.port, ask.request.as_bytes());
+            Reply::error("invalid", why)
+        };
+        let tls = match ask.scheme.as_str() {
+            "http" => false,
+            "https" => true,
+            other => {
+                return Err(invalid(format!(
+                    "`{other}` is not a scheme the host sends (http or https)"
+                )));
+            }
+        };
+        let raw = BASE64
+            .decode(ask.request.as_bytes())
+            .map_err(|_| invalid("the HTTP request is not base64".into()))?;
+        let asked = RelayedRequest {
+            tls,
+            host: &ask.host,
+            port: ask.port,
+            raw: &raw,
+            timeout: ask.timeout,
+        };
+        relay.send(asked).await.map_err(|e| match e {
+            RelayError::Refused(why) => Reply::error("refused", why),
+            RelayError::Invalid(why) => Reply::error("invalid", why),
+            RelayError::Failed(why) => Reply::error("failed", why),
+        })
     }
 
     async fn run(
@@ -439,6 +515,11 @@ impl Door {
 }
 
 impl DoorSetting {
+    pub(crate) fn with_relay(mut self, relay: Relay) -> Self {
+        self.relay = Some(relay);
+        self
+    }
+
     pub(crate) fn with_limits(mut self, limits: &crate::Limits) -> Self {
         // What a program prints goes to the script, not to the call's
         // output: it is bounded like the files a script may make in /tmp
