@@ -64,10 +64,24 @@ def _is_python(program):
     return bool(_PYTHON_NAME.fullmatch(name)) or (sys.executable and program == sys.executable)
 
 
-def _ask_host(argv, cwd, env, stdin, timeout=None):
-    """Sends one request through the door; returns the reply (a dict)."""
+def door_exchange(request):
+    """Sends one request (a dict) through the door; returns the reply, an
+    open binary file already taken out of the door. FileNotFoundError
+    when the call has no door."""
     _counter[0] += 1
-    number = _counter[0]
+    path = f"{DOOR}/{_counter[0]}"
+    with open(path + ".request", "w", encoding="utf-8") as f:
+        json.dump(request, f)
+    reply = open(path + ".reply", "rb")
+    try:
+        os.remove(path + ".reply")
+    except OSError:
+        pass
+    return reply
+
+
+def _ask_host(argv, cwd, env, stdin, timeout=None):
+    """Asks the host to run a program; returns the reply (a dict)."""
     request = {
         "argv": argv,
         "cwd": cwd,
@@ -75,19 +89,11 @@ def _ask_host(argv, cwd, env, stdin, timeout=None):
         "stdin": base64.b64encode(stdin).decode("ascii"),
         "timeout": timeout,
     }
-    path = f"{DOOR}/{number}"
     try:
-        with open(path + ".request", "w", encoding="utf-8") as f:
-            json.dump(request, f)
-        with open(path + ".reply", "rb") as f:
-            reply = json.loads(f.read())
+        with door_exchange(request) as f:
+            return json.loads(f.read())
     except FileNotFoundError:
-        raise _refused(argv[0], "this call cannot start programs (the host gave it no way to ask)")
-    try:
-        os.remove(path + ".reply")
-    except OSError:
-        pass
-    return reply
+        raise refusal(argv[0], "this call cannot start programs (the host gave it no way to ask)")
 
 
 def program_failure():
@@ -104,7 +110,9 @@ def program_failure():
     )
 
 
-def _refused(program, why):
+def refusal(program, why):
+    """The error a refused request raises; its words are kept for the
+    `skillbox:` hint after a failure."""
     LAST_REFUSAL[0] = why
     return PermissionError(13, why, program)
 
@@ -228,7 +236,7 @@ class Popen:
             # Not granted: the host is asked all the same, so that it
             # records the refusal and words it; nothing runs.
             reply = _ask_host(argv, self._cwd, self._env, b"")
-            raise _refused(argv[0], reply.get("error") or f"`{argv[0]}` may not be started here")
+            raise refusal(argv[0], reply.get("error") or f"`{argv[0]}` may not be started here")
 
     # What the child reads.
     def _input(self, given):
@@ -275,7 +283,7 @@ class Popen:
     def _run_program(self, stdin, timeout):
         reply = _ask_host(self._argv, self._cwd, self._env, stdin, timeout)
         if reply.get("error"):
-            raise _refused(self._argv[0], reply["error"])
+            raise refusal(self._argv[0], reply["error"])
         if reply.get("timed_out"):
             # Killed at the script's timeout, as subprocess would kill it.
             self.returncode = -9

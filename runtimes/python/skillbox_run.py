@@ -33,6 +33,7 @@ import sys
 import traceback
 import types
 
+import skillbox_http
 import skillbox_process
 
 SKILL = "/skill"
@@ -227,8 +228,9 @@ def hint(error):
         return _drives(program)
     if socket_failed:
         return (
-            "scripts get no network sockets in this sandbox (socket, urllib, http.client and "
-            "requests all need them). Use the skill's tools for network access."
+            "scripts get no network sockets in this sandbox. HTTP goes through the host: "
+            "urllib.request, http.client and requests reach the hosts the user granted the "
+            "skill (http and https); other protocols cannot be used."
         )
     if isinstance(error, OSError) and isinstance(error.filename, str):
         path = os.path.abspath(error.filename)
@@ -457,6 +459,7 @@ def run(argv):
     status, after the failure report when it failed."""
     code = 0
     skillbox_process.install()
+    skillbox_http.install()
     try:
         if argv[0] == "-c":
             _run_code(argv[1], argv[2:])

@@ -97,11 +97,11 @@ pub(super) fn run(args: GrantArgs) -> Result<ExitCode, CliError> {
         })?;
         given.folder = Some(found.dir.clone());
         let has_tools = found.manifest.as_ref().is_some_and(|m| !m.tools.is_empty());
-        if !given.network.is_empty() && !has_tools {
+        if !given.network.is_empty() && !has_tools && !has_python(&found.dir) {
             eprintln!(
-                "note: `{skill}` has no WebAssembly tools, and its Python scripts have no HTTP \
-                 client in the sandbox yet, so nothing of it can reach these hosts for now; \
-                 the grant is kept for when it can"
+                "note: `{skill}` has no WebAssembly tools and no Python scripts, so nothing of \
+                 it can reach these hosts for now (code run_code runs as the skill can); the \
+                 grant is kept"
             );
         }
         for name in &given.programs {
@@ -191,4 +191,23 @@ fn list(grants: &UserGrants, as_json: bool) -> Result<ExitCode, CliError> {
         println!("{skill}: {}", grant.phrases().join("; "));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Whether a skill folder holds Python (a few levels down, where skills
+/// keep their scripts), whose HTTP a network grant is for.
+fn has_python(dir: &std::path::Path) -> bool {
+    fn walk(dir: &std::path::Path, depth: u32) -> bool {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return false;
+        };
+        entries.flatten().any(|entry| {
+            let path = entry.path();
+            match entry.file_type() {
+                Ok(kind) if kind.is_dir() => depth > 0 && walk(&path, depth - 1),
+                Ok(kind) if kind.is_file() => path.extension().is_some_and(|e| e == "py"),
+                _ => false,
+            }
+        })
+    }
+    walk(dir, 3)
 }
