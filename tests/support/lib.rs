@@ -11,6 +11,7 @@ pub mod fake_model;
 pub mod issuer;
 pub mod mcp;
 pub mod registry;
+pub mod web;
 
 /// The repository root.
 pub fn repo() -> PathBuf {

@@ -32,6 +32,7 @@ mod red_team_surfaces;
 mod run_code;
 mod sandbox_fs;
 mod sandbox_limits;
+mod script_http;
 mod skills_catalog;
 mod skills_cli;
 mod skills_collections;

@@ -1,57 +1,37 @@
 //! Outgoing HTTP from tools: the bundled `web-peek` skill against a real
 //! local server, through every refusal the egress policy makes.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::http::header::CONTENT_TYPE;
 use axum::routing::get;
 use serde_json::{Value, json};
+use skillbox_e2e::web::LocalSite;
 use skillbox_e2e::{Run, component, skillbox};
-
-/// A web server on a free loopback port, on its own runtime.
-struct Site {
-    addr: SocketAddr,
-    _runtime: tokio::runtime::Runtime,
-}
 
 const PAGE: &str = "<html><head><style>p{}</style><script>var x = 1;</script></head>\
     <body><h1>Release notes</h1><p>Version 2.4 fixes the &quot;pool exhausted&quot; bug.</p></body></html>";
 
-fn site() -> Site {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
-        .enable_all()
-        .build()
-        .unwrap();
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .unwrap();
-    let addr = listener.local_addr().unwrap();
-    let app = axum::Router::new()
-        .route(
-            "/page.html",
-            get(|| async { ([(CONTENT_TYPE, "text/html")], PAGE) }),
-        )
-        .route(
-            "/data.json",
-            get(|| async { ([(CONTENT_TYPE, "application/json")], r#"{"ok": true}"#) }),
-        )
-        .route("/big", get(|| async { "x".repeat(5 << 20) }))
-        .route(
-            "/slow",
-            get(|| async {
-                tokio::time::sleep(Duration::from_secs(20)).await;
-                "late"
-            }),
-        );
-    runtime.spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    Site {
-        addr,
-        _runtime: runtime,
-    }
+fn site() -> LocalSite {
+    LocalSite::serve(|_| {
+        axum::Router::new()
+            .route(
+                "/page.html",
+                get(|| async { ([(CONTENT_TYPE, "text/html")], PAGE) }),
+            )
+            .route(
+                "/data.json",
+                get(|| async { ([(CONTENT_TYPE, "application/json")], r#"{"ok": true}"#) }),
+            )
+            .route("/big", get(|| async { "x".repeat(5 << 20) }))
+            .route(
+                "/slow",
+                get(|| async {
+                    tokio::time::sleep(Duration::from_secs(20)).await;
+                    "late"
+                }),
+            )
+    })
 }
 
 fn fetch(url: &str, flags: &[String]) -> Run {
