@@ -443,7 +443,32 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                 s.smallest_code.median.as_secs_f64()
                     <= 1.1 * s.smallest_script.median.as_secs_f64(),
             ),
+            Row::timed("script with a nested Python print(1)", &s.nested_python),
+            Row::figure(
+                "  nested Python child: cost added",
+                human(
+                    s.nested_python
+                        .median
+                        .saturating_sub(s.smallest_script.median),
+                ),
+            ),
         ]);
+        if let Some(granted) = &s.granted_true {
+            // What the OS sandbox adds to spawning `true`: the script's
+            // run less the script alone and less a direct spawn.
+            let added = granted
+                .median
+                .saturating_sub(s.smallest_script.median)
+                .saturating_sub(spawns.median);
+            rows.extend([
+                Row::timed("script running granted `true` (OS sandbox)", granted),
+                Row::figure(
+                    "  granted program: cost added over a direct spawn",
+                    human(added),
+                )
+                .target("≤ 10 ms", added <= Duration::from_millis(10)),
+            ]);
+        }
     }
     if let Some(p) = &packages {
         rows.extend([

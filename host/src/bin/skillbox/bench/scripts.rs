@@ -1,7 +1,9 @@
 //! Figures for a skill's Python script run by the Python runtime, beside
 //! a Rust command component run the same way: both go through the whole
 //! call path (`Skillbox::run_script`), so the ratio is the interpreter's
-//! cost alone.
+//! cost alone. Beside `print(1)`, the same script starting a child: a
+//! nested Python, and the host's `true` granted to the skill, which runs in
+//! the OS sandbox; the differences are what a child costs.
 
 use std::path::Path;
 use std::time::Instant;
@@ -10,7 +12,7 @@ use anyhow::{Context, bail};
 use tokio_util::sync::CancellationToken;
 
 use super::Stats;
-use skillbox::Skillbox;
+use skillbox::{SkillGrant, Skillbox};
 
 pub(super) struct ScriptFigures {
     /// Loading the runtime with an empty compiled-code cache: the first
@@ -26,6 +28,11 @@ pub(super) struct ScriptFigures {
     pub smallest_script: Stats,
     /// The same `print(1)` through `run_code`, as the skill's code.
     pub smallest_code: Stats,
+    /// A script whose only work is a nested Python child's `print(1)`.
+    pub nested_python: Stats,
+    /// A script whose only work is running the granted host program
+    /// `true` in the OS sandbox; None where that sandbox cannot run.
+    pub granted_true: Option<Stats>,
 }
 
 const SCRIPT: &str = "import argparse, json, pathlib, re, sys\n\
@@ -36,6 +43,13 @@ print(json.dumps({'n': len(a.words), 'ok': bool(re.match('a', 'abc'))}))\n";
 
 /// The smallest script, run both as a file of the skill and as code.
 const SMALLEST: &str = "print(1)\n";
+
+/// A nested run of the sandbox's own Python.
+const NESTED: &str =
+    "import subprocess, sys\nsubprocess.run([sys.executable, '-c', 'print(1)'], check=True)\n";
+
+/// The host's `true`, granted to the skill.
+const GRANTED_TRUE: &str = "import subprocess\nsubprocess.run(['true'], check=True)\n";
 
 /// A skills folder with one skill holding the Python script and the Rust
 /// command component.
@@ -49,6 +63,8 @@ fn skills(rust_command: &Path) -> anyhow::Result<tempfile::TempDir> {
     )?;
     std::fs::write(skill.join("scripts/words.py"), SCRIPT)?;
     std::fs::write(skill.join("scripts/one.py"), SMALLEST)?;
+    std::fs::write(skill.join("scripts/nested.py"), NESTED)?;
+    std::fs::write(skill.join("scripts/true.py"), GRANTED_TRUE)?;
     std::fs::copy(rust_command, skill.join("scripts/check.wasm"))?;
     std::fs::write(
         skill.join("skillbox.yaml"),
@@ -123,13 +139,23 @@ pub(super) async fn run(
     let (cold, from_cache) = super::load_times(&std::fs::read(runtime)?, compiles, cache.path())?;
 
     let folder = skills(rust_command)?;
+    let mut programs = SkillGrant::default();
+    programs.programs = vec!["true".into()];
     let skillbox = Skillbox::builder()
         .skills_dir(folder.path())
         .cache_dir(cache.path())
+        .grant("bench-scripts", programs)
         .build()?;
     // The first run of each loads it; the figures are of warm runs.
     run_n(&skillbox, "scripts/words.py", 1).await?;
     run_n(&skillbox, "check", 1).await?;
+    let granted_true = match run_n(&skillbox, "scripts/true.py", 1).await {
+        Ok(_) => Some(run_n(&skillbox, "scripts/true.py", iterations).await?),
+        Err(e) => {
+            eprintln!("bench: a granted program cannot run here ({e:#}); its rows are skipped");
+            None
+        }
+    };
     Ok(ScriptFigures {
         cold,
         from_cache,
@@ -137,5 +163,7 @@ pub(super) async fn run(
         rust_run: run_n(&skillbox, "check", iterations).await?,
         smallest_script: run_n(&skillbox, "scripts/one.py", iterations).await?,
         smallest_code: run_code_n(&skillbox, iterations).await?,
+        nested_python: run_n(&skillbox, "scripts/nested.py", iterations).await?,
+        granted_true,
     })
 }
