@@ -1,7 +1,8 @@
 """HTTP for scripts in the sandbox, which has no sockets and no `ssl`.
 
-`install()` gives `http.client` (and so `urllib.request`) and `urllib3`
-(and so `requests`) connections whose socket is the door, `/run/skillbox`
+`install()` gives `http.client` (and so `urllib.request`), `urllib3`
+(and so `requests`) and httpcore (and so httpx's `Client`) connections
+whose socket is the door, `/run/skillbox`
 (see skillbox_process). What the library writes on it, a whole HTTP/1.1
 request, is sent to the host when the library first reads the response,
 with the scheme, host and port it connected to. The host sends it under
@@ -17,6 +18,7 @@ never uses HTTP never pays for importing them.
 import base64
 import json
 import sys
+import types
 
 import skillbox_process
 
@@ -236,11 +238,162 @@ def _patch_urllib3(pool):
     pool.HTTPSConnectionPool.ConnectionCls = DoorHTTPSConnection
 
 
+class _DoorStream:
+    """httpcore's network stream over a DoorSocket: what is written is
+    kept, and the first read sends it."""
+
+    def __init__(self, sock):
+        self._sock, self._reader = sock, None
+
+    def write(self, buffer, timeout=None):
+        self._sock.sendall(buffer)
+
+    def read(self, max_bytes, timeout=None):
+        import httpcore
+
+        try:
+            if self._reader is None:
+                if timeout is not None:
+                    self._sock.settimeout(timeout)
+                self._reader = self._sock.makefile("rb")
+            return self._reader.read1(max_bytes)
+        except OSError as failure:
+            # httpx reads httpcore's errors, not the socket's.
+            raise httpcore.ConnectError(str(failure)) from failure
+
+    def close(self):
+        if self._reader is not None:
+            self._reader.close()
+
+    def start_tls(self, ssl_context, server_hostname=None, timeout=None):
+        # The host makes the TLS connection and checks the certificate.
+        self._sock.tls = True
+        return self
+
+    def get_extra_info(self, info):
+        # Not readable while idle: the connection has not been dropped.
+        return False if info == "is_readable" else None
+
+
+def _patch_httpcore_sync(sync):
+    def connect_tcp(self, host, port, timeout=None, local_address=None, socket_options=None):
+        return _DoorStream(DoorSocket(False, host, port, timeout))
+
+    sync.SyncBackend.connect_tcp = connect_tcp
+
+
+def _ssl_stand_in():
+    """What httpx and httpcore use of `ssl`, which this Python does not
+    have: contexts that hold settings and make no connection, since the
+    host makes the TLS connection. It is seen only by httpx and httpcore
+    (see _StandIn): urllib3 and requests probe for `ssl` and work
+    without it, and a stand-in would mislead them."""
+    ssl = types.ModuleType("ssl", "skillbox: TLS is made by the host, not in the sandbox")
+
+    class SSLContext:
+        verify_mode, check_hostname = 2, True
+        minimum_version = maximum_version = None
+
+        def __init__(self, protocol=None, *args, **kwargs):
+            self.protocol = protocol
+
+        def _ignored(self, *args, **kwargs):
+            pass
+
+        load_verify_locations = load_cert_chain = load_default_certs = _ignored
+        set_default_verify_paths = set_alpn_protocols = set_ciphers = _ignored
+        set_ecdh_curve = _ignored
+
+        def wrap_socket(self, *args, **kwargs):
+            raise OSError(95, "TLS is the host's in this sandbox; use http.client, urllib, requests or httpx")
+
+    class SSLError(OSError):
+        pass
+
+    class TLSVersion:
+        MINIMUM_SUPPORTED, TLSv1, TLSv1_1, TLSv1_2, TLSv1_3, MAXIMUM_SUPPORTED = range(6)
+
+    class Purpose:
+        SERVER_AUTH, CLIENT_AUTH = "server", "client"
+
+    def create_default_context(purpose=None, *, cafile=None, capath=None, cadata=None):
+        return SSLContext()
+
+    ssl.__dict__.update(
+        SSLContext=SSLContext,
+        SSLError=SSLError,
+        SSLWantReadError=type("SSLWantReadError", (SSLError,), {}),
+        SSLWantWriteError=type("SSLWantWriteError", (SSLError,), {}),
+        SSLSocket=type("SSLSocket", (), {}),
+        SSLObject=type("SSLObject", (), {}),
+        MemoryBIO=type("MemoryBIO", (), {}),
+        TLSVersion=TLSVersion,
+        Purpose=Purpose,
+        create_default_context=create_default_context,
+        PROTOCOL_TLS_CLIENT=16,
+        PROTOCOL_TLS=2,
+        CERT_NONE=0,
+        CERT_OPTIONAL=1,
+        CERT_REQUIRED=2,
+        OP_NO_COMPRESSION=1 << 17,
+        OP_NO_TICKET=1 << 14,
+        SSL_ERROR_WANT_READ=2,
+        SSL_ERROR_WANT_WRITE=3,
+        HAS_ALPN=False,
+    )
+    return ssl
+
+
+class _StandIn:
+    """While it is entered, `import ssl` gives the stand-in, where this
+    Python has no `ssl` of its own."""
+
+    module = None
+
+    def __enter__(self):
+        self.placed = "ssl" not in sys.modules and not _has_ssl()
+        if self.placed:
+            if _StandIn.module is None:
+                _StandIn.module = _ssl_stand_in()
+            sys.modules["ssl"] = _StandIn.module
+        return self
+
+    def __exit__(self, *exc):
+        if self.placed and sys.modules.get("ssl") is _StandIn.module:
+            del sys.modules["ssl"]
+
+
+_HAS_SSL = []
+
+
+def _has_ssl():
+    if not _HAS_SSL:
+        import importlib.util
+
+        _HAS_SSL.append(importlib.util.find_spec("_ssl") is not None)
+    return _HAS_SSL[0]
+
+
+def _patch_httpx_config(config):
+    make = config.create_ssl_context
+
+    def create_ssl_context(*args, **kwargs):
+        with _StandIn():
+            return make(*args, **kwargs)
+
+    config.create_ssl_context = create_ssl_context
+
+
 _PATCHES = {
     "http.client": _patch_http_client,
     "urllib.request": _patch_urllib_request,
     "urllib3.connectionpool": _patch_urllib3,
+    "httpcore._backends.sync": _patch_httpcore_sync,
+    "httpx._config": _patch_httpx_config,
 }
+
+# Packages whose modules import `ssl` as they load, given the stand-in.
+_STAND_IN_FOR = ("httpx", "httpcore")
 
 
 class _PatchingLoader:
@@ -253,20 +406,25 @@ class _PatchingLoader:
         return self._inner.create_module(spec)
 
     def exec_module(self, module):
-        self._inner.exec_module(module)
-        self._patch(module)
+        if module.__name__.split(".")[0] in _STAND_IN_FOR:
+            with _StandIn():
+                self._inner.exec_module(module)
+        else:
+            self._inner.exec_module(module)
+        if self._patch is not None:
+            self._patch(module)
 
     def __getattr__(self, name):
         return getattr(self._inner, name)
 
 
 class _Patcher:
-    """Finds the modules in _PATCHES with the finders after it, and gives
-    them a loader that patches them."""
+    """Finds the modules in _PATCHES and those of _STAND_IN_FOR with the
+    finders after it, and gives them a loader that patches them."""
 
     def find_spec(self, name, path=None, target=None):
         patch = _PATCHES.get(name)
-        if patch is None:
+        if patch is None and name.split(".")[0] not in _STAND_IN_FOR:
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):

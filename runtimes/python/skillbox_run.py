@@ -229,7 +229,7 @@ def hint(error):
     if socket_failed:
         return (
             "scripts get no network sockets in this sandbox. HTTP goes through the host: "
-            "urllib.request, http.client and requests reach the hosts the user granted the "
+            "urllib.request, http.client, requests and httpx reach the hosts the user granted the "
             "skill (http and https); other protocols cannot be used."
         )
     if isinstance(error, OSError) and isinstance(error.filename, str):

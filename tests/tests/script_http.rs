@@ -1,5 +1,5 @@
-//! HTTP from Python scripts: `urllib.request`, `http.client` and
-//! `requests` in the sandbox, which has no sockets and no `ssl`, reach a
+//! HTTP from Python scripts: `urllib.request`, `http.client`,
+//! `requests` and httpx in the sandbox, which has no sockets and no `ssl`, reach a
 //! real local server through the door, under the call's network grants
 //! and caps, exactly as a component's `wasi:http` requests do. The door is
 //! also attacked directly with forged and smuggling requests.
@@ -292,6 +292,71 @@ fn requests_reaches_a_granted_host_and_no_other() {
         "urllib3's retries of a refused request are answered without asking the host again: \
          {network:?}"
     );
+}
+
+const HTTPX: &str = r#"
+import json, sys, httpx
+base = sys.argv[1]
+out = {}
+out["get"] = httpx.get(base + "/echo?via=httpx", headers={"X-Test": "httpx"}).json()
+with httpx.Client(timeout=10) as client:
+    out["session"] = [client.get(base + "/echo").status_code for _ in range(3)]
+    out["post"] = client.post(base + "/echo", json={"n": 2}).json()
+    out["moved"] = client.get(base + "/moved", follow_redirects=True).json()["target"]
+try:
+    httpx.get(base.replace("127.0.0.1", "localhost") + "/echo")
+except httpx.ConnectError as e:
+    out["refused"] = str(e)
+# The stand-in for `ssl` that httpx was given is not the script's, and
+# requests, which probes for `ssl`, still works beside it.
+try:
+    import ssl
+    out["ssl"] = "imported"
+except ImportError:
+    out["ssl"] = "absent"
+import requests
+out["requests"] = requests.get(base + "/echo").status_code
+print(json.dumps(out))
+"#;
+
+/// httpx's `Client` (over httpcore, which opens sockets itself and
+/// imports `ssl`) reaches the granted host through the door, follows a
+/// redirect, and gets the grant's words for a host it may not reach.
+#[test]
+fn httpx_reaches_a_granted_host_beside_requests() {
+    if !python_runtime() {
+        return;
+    }
+    let site = site();
+    let skills = skill_for(
+        "httpxer",
+        &site,
+        &[
+            ("requirements.txt", "httpx==0.28.1\nrequests==2.32.3\n"),
+            ("scripts/get.py", HTTPX),
+        ],
+    );
+    let skills_arg = skills.path().to_str().unwrap();
+    let prepared = run(&["prepare", "httpxer", "--skills", skills_arg]);
+    assert_eq!(prepared.code, 0, "{prepared:?}");
+    let base = format!("http://127.0.0.1:{}", site.port());
+    let grant = granted("httpxer", &site);
+    let (out, network) = run_audited(skills.path(), "httpxer/scripts/get.py", &grant, &[&base]);
+    assert_eq!(out.code, 0, "{out:?}");
+    let seen: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    assert_eq!(seen["get"]["target"], "/echo?via=httpx", "{seen}");
+    assert_eq!(seen["get"]["x-test"], "httpx");
+    assert_eq!(seen["session"], json!([200, 200, 200]));
+    assert_eq!(seen["post"]["body"], r#"{"n":2}"#);
+    assert_eq!(seen["moved"], "/echo?from=moved");
+    let refused = seen["refused"].as_str().unwrap();
+    assert!(
+        refused.contains("--allow-net httpxer:localhost"),
+        "{refused}"
+    );
+    assert_eq!(seen["ssl"], "absent");
+    assert_eq!(seen["requests"], 200);
+    assert_eq!(network.len(), 9, "{network:?}");
 }
 
 const UNCAUGHT: &str = r#"

@@ -404,7 +404,7 @@ fn python_usage(path: &str) -> String {
     format!(
         "Python, run in the sandbox: run_script with script \"{path}\" and args, or command \
          \"python3 {path} ARGS\" (no shell; subprocess runs Python and the programs the user \
-         granted the skill; HTTP with urllib or requests to the hosts the user granted it, no \
+         granted the skill; HTTP with urllib, requests or httpx to the hosts the user granted it, no \
          other network; the workspace at /workspace when granted)"
     )
 }
