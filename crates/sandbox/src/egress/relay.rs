@@ -59,6 +59,8 @@ pub(crate) enum RelayError {
     Invalid(String),
     /// It was sent, and failed on the way.
     Failed(String),
+    /// It was sent, and the server did not answer in time.
+    TimedOut(String),
 }
 
 /// One call's way out for its scripts' libraries; see the module docs.
@@ -111,7 +113,7 @@ impl Relay {
             Err(HttpError::DestinationIpProhibited) => return Err(self.refusal()),
             Err(e) => {
                 note_failure(&self.log, index, &e);
-                return Err(RelayError::Failed(failure(&e, &asked)));
+                return Err(failure(&e, &asked));
             }
         };
         let (parts, body) = response.into_parts();
@@ -120,11 +122,11 @@ impl Relay {
             Ok(Ok(collected)) => collected.to_bytes(),
             Ok(Err(e)) => {
                 note_failure(&self.log, index, &e);
-                return Err(RelayError::Failed(failure(&e, &asked)));
+                return Err(failure(&e, &asked));
             }
             Err(_) => {
                 note_failure(&self.log, index, &HttpError::ConnectionReadTimeout);
-                return Err(RelayError::Failed(format!(
+                return Err(RelayError::TimedOut(format!(
                     "the response of {} had not ended when the call's time ran out",
                     shown(&asked)
                 )));
@@ -166,20 +168,26 @@ fn shown(asked: &RelayedRequest<'_>) -> String {
     format!("{scheme}://{}:{}", asked.host, asked.port)
 }
 
-fn failure(e: &HttpError, asked: &RelayedRequest<'_>) -> String {
+fn failure(e: &HttpError, asked: &RelayedRequest<'_>) -> RelayError {
     let target = shown(asked);
     match e {
-        HttpError::HttpResponseBodySize(Some(cap)) => format!(
+        HttpError::HttpResponseBodySize(Some(cap)) => RelayError::Failed(format!(
             "the responses of this call passed its cap of {cap} bytes while reading {target}; \
              the user can raise it with --net-max-response-mib"
-        ),
+        )),
         HttpError::ConnectionTimeout | HttpError::DnsTimeout => {
-            format!("{target} did not answer in time (connecting)")
+            RelayError::TimedOut(format!("{target} did not answer in time (connecting)"))
         }
-        HttpError::ConnectionReadTimeout => format!("{target} did not answer in time"),
-        HttpError::ConnectionRefused => format!("{target} refused the connection"),
-        HttpError::DestinationNotFound => format!("{} has no address (DNS)", asked.host),
-        other => format!("the request to {target} failed: {other}"),
+        HttpError::ConnectionReadTimeout => {
+            RelayError::TimedOut(format!("{target} did not answer in time"))
+        }
+        HttpError::ConnectionRefused => {
+            RelayError::Failed(format!("{target} refused the connection"))
+        }
+        HttpError::DestinationNotFound => {
+            RelayError::Failed(format!("{} has no address (DNS)", asked.host))
+        }
+        other => RelayError::Failed(format!("the request to {target} failed: {other}")),
     }
 }
 
@@ -194,6 +202,9 @@ fn parse(asked: &RelayedRequest<'_>) -> Result<http::Request<WasiBody>, RelayErr
         Err(e) => return Err(invalid(&e.to_string())),
     };
     let method = head.method.unwrap_or_default();
+    if method.eq_ignore_ascii_case("CONNECT") {
+        return Err(invalid("CONNECT (a tunnel) is not sent"));
+    }
     let path = head.path.unwrap_or_default();
     if !path.starts_with('/') {
         return Err(invalid(
@@ -201,31 +212,54 @@ fn parse(asked: &RelayedRequest<'_>) -> Result<http::Request<WasiBody>, RelayErr
         ));
     }
     let rest = &asked.raw[length..];
-    let find = |name: &str| {
+    let values = |name: &str| {
         head.headers
             .iter()
-            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .filter(|h| h.name.eq_ignore_ascii_case(name))
             .map(|h| h.value)
+            .collect::<Vec<_>>()
     };
-    let chunked = find("transfer-encoding").is_some_and(|v| {
-        String::from_utf8_lossy(v)
-            .to_ascii_lowercase()
-            .contains("chunked")
-    });
-    let body = if chunked {
-        dechunk(rest).ok_or_else(|| invalid("its chunked body is malformed"))?
-    } else if let Some(value) = find("content-length") {
-        let declared: usize = std::str::from_utf8(value)
-            .ok()
-            .and_then(|v| v.trim().parse().ok())
-            .ok_or_else(|| invalid("its Content-Length is not a number"))?;
-        if rest.len() < declared {
-            return Err(invalid("its body is shorter than its Content-Length"));
+    let encodings = values("transfer-encoding");
+    let lengths = values("content-length");
+    if !encodings.is_empty() && !lengths.is_empty() {
+        return Err(invalid("it has both Transfer-Encoding and Content-Length"));
+    }
+    let body_end;
+    let body = match (&encodings[..], &lengths[..]) {
+        ([], []) => {
+            body_end = 0;
+            Vec::new()
         }
-        rest[..declared].to_vec()
-    } else {
-        Vec::new()
+        ([only], []) if only.trim_ascii().eq_ignore_ascii_case(b"chunked") => {
+            let (data, used) =
+                dechunk(rest).ok_or_else(|| invalid("its chunked body is malformed"))?;
+            body_end = used;
+            data
+        }
+        (_, []) => return Err(invalid("its Transfer-Encoding is not chunked alone")),
+        (_, [first, others @ ..]) => {
+            if others.iter().any(|v| v != first) {
+                return Err(invalid("it has Content-Length headers that disagree"));
+            }
+            let declared: usize = std::str::from_utf8(first)
+                .ok()
+                .map(str::trim)
+                .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|v| v.parse().ok())
+                .ok_or_else(|| invalid("its Content-Length is not a number"))?;
+            if rest.len() < declared {
+                return Err(invalid("its body is shorter than its Content-Length"));
+            }
+            body_end = declared;
+            rest[..declared].to_vec()
+        }
     };
+    if body_end < rest.len() {
+        return Err(invalid(
+            "it has bytes after its body (one request per connection)",
+        ));
+    }
+    let declared_length = !lengths.is_empty();
 
     if !plain_host(asked.host) {
         return Err(RelayError::Invalid(format!(
@@ -256,7 +290,7 @@ fn parse(asked: &RelayedRequest<'_>) -> Result<http::Request<WasiBody>, RelayErr
             .map_err(|_| invalid(&format!("the value of `{}` is not valid", h.name)))?;
         builder = builder.header(name, value);
     }
-    if !body.is_empty() || find("content-length").is_some() {
+    if !body.is_empty() || declared_length {
         builder = builder.header(header::CONTENT_LENGTH, body.len());
     }
     let body = Full::new(Bytes::from(body))
@@ -297,8 +331,10 @@ fn authority(asked: &RelayedRequest<'_>) -> String {
     }
 }
 
-/// A chunked body's data, or None when it is malformed or unfinished.
-fn dechunk(mut rest: &[u8]) -> Option<Vec<u8>> {
+/// A chunked body's data and the bytes it took (trailers included), or
+/// None when it is malformed or unfinished.
+fn dechunk(all: &[u8]) -> Option<(Vec<u8>, usize)> {
+    let mut rest = all;
     let mut body = Vec::new();
     loop {
         let line_end = rest.windows(2).position(|w| w == b"\r\n")?;
@@ -310,7 +346,14 @@ fn dechunk(mut rest: &[u8]) -> Option<Vec<u8>> {
         let size = usize::from_str_radix(size_text, 16).ok()?;
         rest = &rest[line_end + 2..];
         if size == 0 {
-            return Some(body);
+            // Trailer lines, then the empty line that ends the body.
+            loop {
+                let line_end = rest.windows(2).position(|w| w == b"\r\n")?;
+                rest = &rest[line_end + 2..];
+                if line_end == 0 {
+                    return Some((body, all.len() - rest.len()));
+                }
+            }
         }
         let end = size.checked_add(2)?;
         if rest.len() < end || &rest[size..end] != b"\r\n" {
@@ -384,10 +427,12 @@ mod tests {
 
     #[test]
     fn chunked_bodies_are_read_and_malformed_requests_refused() {
+        let chunked = b"5\r\nhello\r\n3;x=1\r\n!!!\r\n0\r\n\r\n";
         assert_eq!(
-            dechunk(b"5\r\nhello\r\n3;x=1\r\n!!!\r\n0\r\n\r\n").unwrap(),
-            b"hello!!!"
+            dechunk(chunked).unwrap(),
+            (b"hello!!!".to_vec(), chunked.len())
         );
+        assert_eq!(dechunk(b"0\r\nX-T: 1\r\n\r\n").unwrap().1, 13);
         assert_eq!(dechunk(b"5\r\nhel"), None);
         assert_eq!(dechunk(b"zz\r\n"), None);
         assert_eq!(dechunk(b"+5\r\nhello\r\n0\r\n\r\n"), None);
@@ -399,6 +444,12 @@ mod tests {
             b"CONNECT 10.0.0.1:22 HTTP/1.1\r\n\r\n",
             b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nshort",
             b"POST / HTTP/1.1\r\nContent-Length: lots\r\n\r\n",
+            b"POST / HTTP/1.1\r\nContent-Length: +2\r\n\r\nhi",
+            b"POST / HTTP/1.1\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nhi!",
+            b"POST / HTTP/1.1\r\nContent-Length: 2\r\n\r\nhiGET / HTTP/1.1\r\n\r\n",
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 2\r\n\r\n0\r\n\r\n",
+            b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+            b"CONNECT / HTTP/1.1\r\n\r\n",
             b"\x00\x01 garbage",
         ] {
             assert!(

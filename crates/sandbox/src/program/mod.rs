@@ -287,22 +287,21 @@ impl Door {
                 "this call has no network: code run without a skill reaches no host".into(),
             ));
         };
-        let invalid = |why: String| {
-            relay.note_invalid(&ask.host, ask.port, ask.request.as_bytes());
-            Reply::error("invalid", why)
-        };
+        let raw = BASE64.decode(ask.request.as_bytes()).map_err(|_| {
+            relay.note_invalid(&ask.host, ask.port, b"");
+            Reply::error("invalid", "the HTTP request is not base64".into())
+        })?;
         let tls = match ask.scheme.as_str() {
             "http" => false,
             "https" => true,
             other => {
-                return Err(invalid(format!(
-                    "`{other}` is not a scheme the host sends (http or https)"
-                )));
+                relay.note_invalid(&ask.host, ask.port, &raw);
+                return Err(Reply::error(
+                    "invalid",
+                    format!("`{other}` is not a scheme the host sends (http or https)"),
+                ));
             }
         };
-        let raw = BASE64
-            .decode(ask.request.as_bytes())
-            .map_err(|_| invalid("the HTTP request is not base64".into()))?;
         let asked = RelayedRequest {
             tls,
             host: &ask.host,
@@ -314,6 +313,7 @@ impl Door {
             RelayError::Refused(why) => Reply::error("refused", why),
             RelayError::Invalid(why) => Reply::error("invalid", why),
             RelayError::Failed(why) => Reply::error("failed", why),
+            RelayError::TimedOut(why) => Reply::error("timeout", why),
         })
     }
 
