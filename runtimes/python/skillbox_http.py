@@ -27,6 +27,14 @@ import skillbox_process
 _PLAIN_ARGS = ("timeout", "source_address", "blocksize", "socket_options", "proxy", "proxy_config")
 
 
+# The host makes the TLS connection with the system's certificate
+# authorities and no certificate of the script's.
+_NO_CLIENT_CERTIFICATES = (
+    "a client certificate cannot be sent from this sandbox: the host makes the TLS "
+    "connection, with the system's certificate authorities and no client certificate"
+)
+
+
 def _seconds(timeout):
     return float(timeout) if isinstance(timeout, (int, float)) and timeout > 0 else None
 
@@ -65,6 +73,9 @@ def exchange(tls, host, port, raw, timeout=None):
     if kind == "refused":
         _refused[target] = why
         raise skillbox_process.refusal(target, why)
+    if kind == "timeout":
+        # socket.timeout: urllib3 (so requests) reads it as a read timeout.
+        raise TimeoutError(why)
     if kind == "invalid":
         raise OSError(22, why, target)
     raise ConnectionError(why)
@@ -231,6 +242,8 @@ def _patch_urllib3(pool):
             pass
 
         def __init__(self, host, port=None, **kwargs):
+            if kwargs.get("cert_file"):
+                raise OSError(95, _NO_CLIENT_CERTIFICATES)
             plain = {k: v for k, v in kwargs.items() if k in _PLAIN_ARGS}
             super().__init__(host, port, **plain)
 
@@ -257,6 +270,8 @@ class _DoorStream:
                     self._sock.settimeout(timeout)
                 self._reader = self._sock.makefile("rb")
             return self._reader.read1(max_bytes)
+        except TimeoutError as failure:
+            raise httpcore.ReadTimeout(str(failure)) from failure
         except OSError as failure:
             # httpx reads httpcore's errors, not the socket's.
             raise httpcore.ConnectError(str(failure)) from failure
@@ -300,7 +315,10 @@ def _ssl_stand_in():
         def _ignored(self, *args, **kwargs):
             pass
 
-        load_verify_locations = load_cert_chain = load_default_certs = _ignored
+        def load_cert_chain(self, *args, **kwargs):
+            raise OSError(95, _NO_CLIENT_CERTIFICATES)
+
+        load_verify_locations = load_default_certs = _ignored
         set_default_verify_paths = set_alpn_protocols = set_ciphers = _ignored
         set_ecdh_curve = _ignored
 
@@ -362,6 +380,28 @@ class _StandIn:
         if self.placed and sys.modules.get("ssl") is _StandIn.module:
             del sys.modules["ssl"]
 
+    @staticmethod
+    def placed_now():
+        return _StandIn.module is not None and sys.modules.get("ssl") is _StandIn.module
+
+
+class _Hidden:
+    """While it is entered, the stand-in is out of sight: for a module
+    that httpx or httpcore import (anyio, asyncio), which must find `ssl`
+    missing, as it is, and not keep the stand-in as its own.
+
+    Swapping `sys.modules["ssl"]` assumes one thread, which WASI gives."""
+
+    def __enter__(self):
+        self.hid = _StandIn.placed_now()
+        if self.hid:
+            del sys.modules["ssl"]
+        return self
+
+    def __exit__(self, *exc):
+        if self.hid:
+            sys.modules["ssl"] = _StandIn.module
+
 
 _HAS_SSL = []
 
@@ -406,10 +446,8 @@ class _PatchingLoader:
         return self._inner.create_module(spec)
 
     def exec_module(self, module):
-        if module.__name__.split(".")[0] in _STAND_IN_FOR:
-            with _StandIn():
-                self._inner.exec_module(module)
-        else:
+        seen = _StandIn() if module.__name__.split(".")[0] in _STAND_IN_FOR else _Hidden()
+        with seen:
             self._inner.exec_module(module)
         if self._patch is not None:
             self._patch(module)
@@ -419,20 +457,25 @@ class _PatchingLoader:
 
 
 class _Patcher:
-    """Finds the modules in _PATCHES and those of _STAND_IN_FOR with the
-    finders after it, and gives them a loader that patches them."""
+    """Finds the modules in _PATCHES and those of _STAND_IN_FOR, and any
+    module loaded while the stand-in is in place, with the finders after
+    it, and gives them a loader that patches them or shows them the
+    right `ssl`."""
 
     def find_spec(self, name, path=None, target=None):
         patch = _PATCHES.get(name)
-        if patch is None and name.split(".")[0] not in _STAND_IN_FOR:
+        ours = patch is not None or name.split(".")[0] in _STAND_IN_FOR
+        if not ours and not _StandIn.placed_now():
             return None
         for finder in sys.meta_path:
             if finder is self or not hasattr(finder, "find_spec"):
                 continue
             spec = finder.find_spec(name, path, target)
-            if spec is not None and spec.loader is not None:
+            if spec is None:
+                continue
+            if spec.loader is not None and hasattr(spec.loader, "exec_module"):
                 spec.loader = _PatchingLoader(spec.loader, patch)
-                return spec
+            return spec
         return None
 
 

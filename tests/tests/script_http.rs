@@ -65,6 +65,13 @@ fn site() -> Site {
                 get(move || async move { Redirect::to(&format!("http://127.0.0.2:{port}/echo")) }),
             )
             .route(
+                "/slow",
+                get(|| async {
+                    tokio::time::sleep(std::time::Duration::from_secs(30)).await;
+                    "late"
+                }),
+            )
+            .route(
                 "/missing",
                 get(|| async { (StatusCode::NOT_FOUND, "no such page") }),
             )
@@ -229,6 +236,10 @@ try:
     requests.get(base + "/away")
 except requests.exceptions.ConnectionError as e:
     out["away"] = str(e)
+try:
+    requests.get(base + "/slow", timeout=1)
+except requests.exceptions.ReadTimeout as e:
+    out["slow"] = "ReadTimeout"
 import urllib3
 try:
     urllib3.request("GET", base.replace("127.0.0.1", "localhost") + "/echo")
@@ -304,6 +315,10 @@ with httpx.Client(timeout=10) as client:
     out["post"] = client.post(base + "/echo", json={"n": 2}).json()
     out["moved"] = client.get(base + "/moved", follow_redirects=True).json()["target"]
 try:
+    httpx.get(base + "/slow", timeout=1)
+except httpx.ReadTimeout:
+    out["slow"] = "ReadTimeout"
+try:
     httpx.get(base.replace("127.0.0.1", "localhost") + "/echo")
 except httpx.ConnectError as e:
     out["refused"] = str(e)
@@ -314,6 +329,8 @@ try:
     out["ssl"] = "imported"
 except ImportError:
     out["ssl"] = "absent"
+import asyncio
+out["asyncio"] = asyncio.sslproto.ssl is None
 import requests
 out["requests"] = requests.get(base + "/echo").status_code
 print(json.dumps(out))
@@ -354,9 +371,11 @@ fn httpx_reaches_a_granted_host_beside_requests() {
         refused.contains("--allow-net httpxer:localhost"),
         "{refused}"
     );
+    assert_eq!(seen["slow"], "ReadTimeout", "{seen}");
     assert_eq!(seen["ssl"], "absent");
+    assert_eq!(seen["asyncio"], true, "asyncio did not see the stand-in");
     assert_eq!(seen["requests"], 200);
-    assert_eq!(network.len(), 9, "{network:?}");
+    assert_eq!(network.len(), 10, "{network:?}");
 }
 
 const UNCAUGHT: &str = r#"
@@ -433,8 +452,9 @@ print(json.dumps([
         b"POST /echo HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
         b"ffffffffffffffff\r\nx\r\n0\r\n\r\n"),
     ask(1007, "http", "localhost", b"GET /echo HTTP/1.1\r\n\r\n"),
-    ask(1008, "http", "127.0.0.1",
-        b"GET /echo HTTP/1.1\r\nHost: 10.0.0.1\r\nContent-Length: 0\r\n\r\n"
+    ask(1008, "http", "127.0.0.1", b"GET /echo HTTP/1.1\r\nHost: 10.0.0.1\r\n\r\n"),
+    ask(1009, "http", "127.0.0.1",
+        b"GET /echo HTTP/1.1\r\nContent-Length: 0\r\n\r\n"
         b"GET /smuggled HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"),
 ]))
 "#;
@@ -442,10 +462,10 @@ print(json.dumps([
 /// The door's HTTP requests, forged by a script: a scheme the host does
 /// not send, bytes that are not HTTP, a proxy's absolute target, CONNECT,
 /// a host with user info in front of a granted one, a chunk size that
-/// overflows, a name the grant does not cover, and a request carrying a second one
-/// after its body with a Host header of its own. Each gets a refusal in
-/// words, and the server sees only the one request, sent to where the
-/// script connected.
+/// overflows, a name the grant does not cover, and a request carrying a
+/// second one after its body. Each gets a refusal in words, and the server
+/// sees only the one valid request, with a Host header of its own, sent
+/// to where the script connected.
 #[test]
 fn the_door_s_http_answers_forged_requests_with_refusals() {
     if !python_runtime() {
@@ -480,6 +500,14 @@ fn the_door_s_http_answers_forged_requests_with_refusals() {
             .contains("--allow-net forger:localhost"),
         "{replies}"
     );
+    assert_eq!(replies[8]["kind"], "invalid", "{replies}");
+    assert!(
+        replies[8]["error"]
+            .as_str()
+            .unwrap()
+            .contains("after its body"),
+        "{replies}"
+    );
     assert_eq!(replies[7]["status"], "200", "{replies}");
     let echoed: Value = serde_json::from_str(replies[7]["body"].as_str().unwrap()).unwrap();
     assert_eq!(echoed["host"], format!("127.0.0.1:{port}"));
@@ -495,7 +523,8 @@ fn the_door_s_http_answers_forged_requests_with_refusals() {
     assert_eq!(
         outcomes,
         [
-            "invalid", "invalid", "invalid", "invalid", "invalid", "invalid", "denied", "ok"
+            "invalid", "invalid", "invalid", "invalid", "invalid", "invalid", "denied", "ok",
+            "invalid"
         ],
         "every attempt is in the audit record: {network:?}"
     );
