@@ -117,6 +117,32 @@ fn run_audited(
     (out, network)
 }
 
+/// Prepares a skill named `name` with `requirements` (from PyPI) and
+/// runs its `script` against the site with the site granted: what the
+/// script printed as JSON, and the call's network record.
+fn run_prepared(site: &Site, name: &str, requirements: &str, script: &str) -> (Value, Vec<Value>) {
+    let skills = skill_for(
+        name,
+        site,
+        &[
+            ("requirements.txt", requirements),
+            ("scripts/get.py", script),
+        ],
+    );
+    let skills_arg = skills.path().to_str().unwrap();
+    let prepared = run(&["prepare", name, "--skills", skills_arg]);
+    assert_eq!(prepared.code, 0, "{prepared:?}");
+    let base = format!("http://127.0.0.1:{}", site.port());
+    let (out, network) = run_audited(
+        skills.path(),
+        &format!("{name}/scripts/get.py"),
+        &granted(name, site),
+        &[&base],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    (serde_json::from_str(out.stdout.trim()).unwrap(), network)
+}
+
 /// A skill named `name` whose manifest requests the site, with `script`.
 fn skill_for(name: &str, site: &Site, files: &[(&str, &str)]) -> tempfile::TempDir {
     let manifest = format!(
@@ -259,22 +285,7 @@ fn requests_reaches_a_granted_host_and_no_other() {
         return;
     }
     let site = site();
-    let skills = skill_for(
-        "requester",
-        &site,
-        &[
-            ("requirements.txt", "requests==2.32.3\n"),
-            ("scripts/get.py", REQUESTS),
-        ],
-    );
-    let skills_arg = skills.path().to_str().unwrap();
-    let prepared = run(&["prepare", "requester", "--skills", skills_arg]);
-    assert_eq!(prepared.code, 0, "{prepared:?}");
-    let base = format!("http://127.0.0.1:{}", site.port());
-    let grant = granted("requester", &site);
-    let (out, network) = run_audited(skills.path(), "requester/scripts/get.py", &grant, &[&base]);
-    assert_eq!(out.code, 0, "{out:?}");
-    let seen: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let (seen, network) = run_prepared(&site, "requester", "requests==2.32.3\n", REQUESTS);
     for get in seen["get"].as_array().unwrap() {
         assert_eq!(get["x-test"], "requests", "{seen}");
     }
@@ -345,22 +356,8 @@ fn httpx_reaches_a_granted_host_beside_requests() {
         return;
     }
     let site = site();
-    let skills = skill_for(
-        "httpxer",
-        &site,
-        &[
-            ("requirements.txt", "httpx==0.28.1\nrequests==2.32.3\n"),
-            ("scripts/get.py", HTTPX),
-        ],
-    );
-    let skills_arg = skills.path().to_str().unwrap();
-    let prepared = run(&["prepare", "httpxer", "--skills", skills_arg]);
-    assert_eq!(prepared.code, 0, "{prepared:?}");
-    let base = format!("http://127.0.0.1:{}", site.port());
-    let grant = granted("httpxer", &site);
-    let (out, network) = run_audited(skills.path(), "httpxer/scripts/get.py", &grant, &[&base]);
-    assert_eq!(out.code, 0, "{out:?}");
-    let seen: Value = serde_json::from_str(out.stdout.trim()).unwrap();
+    let (seen, network) =
+        run_prepared(&site, "httpxer", "httpx==0.28.1\nrequests==2.32.3\n", HTTPX);
     assert_eq!(seen["get"]["target"], "/echo?via=httpx", "{seen}");
     assert_eq!(seen["get"]["x-test"], "httpx");
     assert_eq!(seen["session"], json!([200, 200, 200]));
