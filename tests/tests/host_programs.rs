@@ -278,6 +278,118 @@ fn a_granted_program_turns_a_pdf_into_pngs_with_its_writes_staged() {
     );
 }
 
+/// A skill's own shell script, run with the shell the user granted the
+/// skill: text plumbing through a pipe of grep, sed, awk and jq, its
+/// arguments and stdin, a write to the workspace staged like any other,
+/// and its exit status. Without the grant it is refused, and nothing runs.
+#[test]
+fn a_skill_s_shell_script_runs_with_the_granted_shell_and_its_writes_staged() {
+    if !python_runtime() || !host_programs() {
+        return;
+    }
+    let skills = python_skill(
+        "textkit",
+        &[
+            ("scripts/count.sh", COUNT_SH),
+            ("scripts/posix.sh", POSIX_SH),
+            ("scripts/not_shell.sh", "#!/usr/bin/python3\nprint('hi')\n"),
+        ],
+    );
+    let ws = workspace(&[(
+        "notes.json",
+        r##"[{"text": "Hello, World!"}, {"text": "# a heading"}, {"text": "one two three"}]"##,
+    )]);
+    let ws_arg = ws.path().to_str().unwrap();
+    let write = ["--workspace", ws_arg, "--grant", "textkit:workspace=write"];
+    let input = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(input.path(), "from stdin").unwrap();
+    let count = |flags: &[&str]| {
+        let mut flags = flags.to_vec();
+        flags.extend(["--stdin", input.path().to_str().unwrap()]);
+        run_script(
+            skills.path(),
+            "textkit/scripts/count.sh",
+            &flags,
+            &["notes.json", "two words"],
+        )
+    };
+
+    let refused = count(&write);
+    assert_ne!(refused.code, 0, "{refused:?}");
+    refused.stderr_says(&[
+        "`scripts/count.sh` is a shell script for `bash`",
+        "skillbox grant textkit --program bash",
+        "--allow-program textkit:bash",
+    ]);
+    assert!(!ws.path().join("summary.txt").exists());
+
+    let mut granted = write.to_vec();
+    granted.extend(["--allow-program", "textkit:bash"]);
+    let mut dry = granted.clone();
+    dry.push("--dry-run");
+    let out = count(&dry);
+    assert_eq!(out.code, 0, "{out:?}");
+    assert!(!ws.path().join("summary.txt").exists(), "a dry run wrote");
+
+    let out = count(&granted);
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stdout_says(&[
+        "words 5",
+        "hello world",
+        "args 2 [two words]",
+        "stdin [from stdin]",
+    ]);
+    out.stderr_says(&["workspace: committed", "summary.txt"]);
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("summary.txt")).unwrap(),
+        "words 5\n"
+    );
+    let record = audit_of("textkit")
+        .into_iter()
+        .rev()
+        .find(|r| r["component"] == "scripts/count.sh")
+        .unwrap();
+    let program = &record["programs"][0];
+    assert_eq!(program["program"], "/usr/bin/bash", "{record}");
+    assert_eq!(program["exit_code"], 0, "{record}");
+
+    // A POSIX `sh` script runs under the granted bash; its status is the
+    // call's, and what it printed before failing is kept.
+    let out = run_script(
+        skills.path(),
+        "textkit/scripts/posix.sh",
+        &granted,
+        &["a b", "c"],
+    );
+    assert_eq!(out.code, 3, "{out:?}");
+    out.stdout_says(&["first [a b]", "count 2"]);
+    out.stderr_says(&["giving up"]);
+    assert!(!out.stderr.contains("which the script started"), "{out:?}");
+
+    // A `#!` line that names no shell is refused before anything runs.
+    let out = run_script(skills.path(), "textkit/scripts/not_shell.sh", &granted, &[]);
+    assert_ne!(out.code, 0, "{out:?}");
+    out.stderr_says(&["asks for `python3`, which is not a shell"]);
+}
+
+const COUNT_SH: &str = r#"#!/usr/bin/env bash
+set -euo pipefail
+input="/workspace/$1"
+words=$(jq -r '.[].text' "$input" | grep -v '^#' | sed 's/[^A-Za-z ]//g' | awk '{ n += NF } END { print n }')
+echo "words $words"
+jq -r '.[0].text' "$input" | tr 'A-Z' 'a-z' | sed 's/[^a-z ]//g'
+echo "args $# [$2]"
+echo "stdin [$(cat)]"
+echo "words $words" > /workspace/summary.txt
+"#;
+
+const POSIX_SH: &str = r#"#!/bin/sh
+echo "first [$1]"
+echo "count $#"
+echo "giving up" >&2
+exit 3
+"#;
+
 const FAILS: &str = r#"
 import subprocess
 # As the public pptx skill's thumbnail.py reports it (it also starts soffice).

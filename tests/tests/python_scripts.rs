@@ -388,7 +388,16 @@ const COMMAND_SKILL: &[(&str, &str)] = &[
 /// connected client.
 async fn by_path_and_command_line(client: &skillbox_e2e::mcp::Client) {
     let loaded = call(client, "load_skill", json!({"name": "greeter"})).await;
-    assert_says(&loaded, &["`scripts/greet.py`", "python3 scripts/greet.py"]);
+    assert_says(
+        &loaded,
+        &[
+            "`scripts/greet.py`",
+            "python3 scripts/greet.py",
+            "`scripts/setup.sh`: a shell script",
+            "skillbox grant greeter --program sh",
+            "a granted shell runs in the OS sandbox",
+        ],
+    );
     let scripts = &loaded.structured_content.as_ref().unwrap()["scripts"];
     assert_eq!(scripts[0]["name"], "scripts/greet.py", "{scripts}");
 
@@ -432,7 +441,14 @@ async fn by_path_and_command_line(client: &skillbox_e2e::mcp::Client) {
         json!({"skill": "greeter", "command": "bash scripts/setup.sh"}),
     )
     .await;
-    assert_tool_error(&shell, &["is a shell script", "no shell"]);
+    assert_tool_error(
+        &shell,
+        &[
+            "is a shell script for `sh`",
+            "no shell of its own",
+            "--allow-program greeter:sh",
+        ],
+    );
     let missing = call(
         client,
         "run_script",
@@ -609,7 +625,7 @@ fn fifos_and_links_out_of_the_workspace_are_refused_and_exit_codes_hold() {
     let state = tempfile::tempdir().unwrap();
     let codes = [("os", 7), ("256", 1), ("3", 3), ("0", 0)];
     for (arg, code) in codes {
-        let out: Run = skillbox_e2e::skillbox()
+        let out: Run = skillbox()
             .env("SKILLBOX_STATE_DIR", state.path())
             .args(["run-script", "--skills"])
             .arg(skills.path())
@@ -644,7 +660,7 @@ fn a_missing_or_damaged_runtime_says_how_to_install_it() {
         ("", "which is not installed here"),
         (damaged.path().to_str().unwrap(), "could not be loaded"),
     ] {
-        let out: Run = skillbox_e2e::skillbox()
+        let out: Run = skillbox()
             .args(["run-script", "--skills", skills.path().to_str().unwrap()])
             .args(["--script", "plain/scripts/hi.py"])
             .env("SKILLBOX_PYTHON_RUNTIME", runtime)

@@ -27,7 +27,7 @@ use super::host::{CallRecord, CodeSeen, Host, json_size};
 use super::prepare::{Prepared, Runs};
 use super::redact::Redactor;
 use super::request::{CallReply, Caller, Outcome, Target, WorkspaceChanges, WorkspaceStatus};
-use crate::runtime::{python, python_full};
+use crate::runtime::{python, python_full, shell};
 use crate::sandbox::stage::{ChangeSet, Stage};
 use crate::sandbox::{
     Entry, Grants, GuestCall, Limits, NetRequest, NetTrace, PendingChanges, ProgramRun,
@@ -348,6 +348,11 @@ impl Host {
                     }
                     Runs::Python { script } => python::argv(script, args),
                     Runs::Component => std::iter::once(script).chain(args).collect(),
+                    Runs::Shell {
+                        script,
+                        shell,
+                        options,
+                    } => shell::launcher_argv(shell, options, script, args),
                     Runs::PythonCode => unreachable!("only a run_code target prepares code"),
                 },
                 stdin,

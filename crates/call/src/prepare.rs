@@ -8,7 +8,7 @@ use super::error::CallError;
 use super::host::Host;
 use super::request::{Access, Caller, Target};
 use crate::runtime::python_full::{self, FullRuntime};
-use crate::runtime::{self, ScriptKind, packages, python};
+use crate::runtime::{self, ScriptKind, packages, python, shell};
 use crate::sandbox::{PendingComponent, SandboxError, SideEffect};
 use crate::skill::policy;
 use crate::skill::tools::SkillTool;
@@ -41,6 +41,23 @@ pub(super) enum Runs {
     },
     /// The Python runtime, on code given with the call (`run_code`).
     PythonCode,
+    /// A shell the user granted, on this file of the skill, started by
+    /// the Python runtime (`runtime/shell.rs`).
+    Shell {
+        script: String,
+        shell: String,
+        options: Vec<String>,
+    },
+}
+
+impl Runs {
+    /// Whether the Python runtime runs (and so may start programs).
+    fn is_python(&self) -> bool {
+        matches!(
+            self,
+            Runs::Python { .. } | Runs::PythonCode | Runs::Shell { .. }
+        )
+    }
 }
 
 impl Host {
@@ -50,7 +67,7 @@ impl Host {
             None => policy::bare_grants(&self.options.policy),
             Some(skill) => {
                 let mut resolved = policy::grants(skill, &self.options.policy, prepared.effect);
-                if matches!(prepared.runs, Runs::Python { .. } | Runs::PythonCode) {
+                if prepared.runs.is_python() {
                     resolved.grants.packages = python::prepared_site(&skill.dir);
                 }
                 resolved
@@ -61,7 +78,7 @@ impl Host {
         }
         // Only the Python runtimes can ask for programs (their
         // `subprocess`); code without a skill asks and is refused.
-        let python = matches!(prepared.runs, Runs::Python { .. } | Runs::PythonCode);
+        let python = prepared.runs.is_python();
         resolved.grants.programs = match resolved.grants.programs.take() {
             Some(programs) if python => Some(programs),
             None if python => Some(Vec::new()),
@@ -352,6 +369,20 @@ impl Host {
         }
         match runtime::kind_of(&rel) {
             ScriptKind::Unsupported(language) => Err(cannot(language.reason(&rel))),
+            ScriptKind::Shell => {
+                let runs = self.shell_for(skill, &rel).map_err(cannot)?;
+                let component = self.python_runtime(None).await.map_err(cannot)?;
+                Ok(Some(Prepared {
+                    skill: Some(skill.clone()),
+                    tool: None,
+                    component,
+                    component_path: rel,
+                    effect: None,
+                    class: SideEffect::Script,
+                    runs,
+                    full_python: None,
+                }))
+            }
             ScriptKind::Python => {
                 let full_python = full_python_for(
                     Some(skill.clone()),
@@ -378,6 +409,42 @@ impl Host {
 }
 
 impl Host {
+    /// How the skill's shell script `rel` runs: with the shell it asks for
+    /// when the user granted the skill that shell; or why it cannot.
+    fn shell_for(&self, skill: &Skill, rel: &str) -> Result<Runs, String> {
+        let name = skill.name();
+        let asked = skill.shell_of(rel).map_err(|program| {
+            format!(
+                "`{rel}` is a shell script whose first line (`#!`) asks for `{program}`, which \
+                 is not a shell; skillbox runs shell scripts with sh, bash or zsh."
+            )
+        })?;
+        let granted = policy::grants(skill, &self.options.policy, None)
+            .grants
+            .programs
+            .unwrap_or_default();
+        let shell = shell::granted_shell(&asked.shell, |shell| {
+            granted.iter().any(|program| program.name == shell)
+        })
+        .ok_or_else(|| {
+            let wanted = &asked.shell;
+            format!(
+                "`{rel}` is a shell script for `{wanted}`, and the sandbox has no shell of its \
+                 own: it runs with the host's `{wanted}` once the user grants it to the skill \
+                 (`skillbox grant {name} --program {wanted}`, or --allow-program \
+                 {name}:{wanted}). The shell then runs in the OS sandbox with this call's \
+                 workspace (its writes staged), a private /tmp, no network and the call's \
+                 limits, and so does every program the script starts. Until then, do its \
+                 steps with the skill's tools or Python."
+            )
+        })?;
+        Ok(Runs::Shell {
+            script: rel.to_string(),
+            shell,
+            options: asked.options,
+        })
+    }
+
     /// Code to run with `run_code`: as `skill`'s own code, or the host's.
     async fn prepare_code(
         self: &Arc<Self>,

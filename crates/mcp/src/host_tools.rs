@@ -318,7 +318,7 @@ pub(crate) async fn load_skill(
         .chain(
             source_scripts
                 .iter()
-                .map(|path| json!({"name": path, "usage": python_usage(path)})),
+                .map(|path| json!({"name": path, "usage": script_usage(path)})),
         )
         .collect();
     let tool_list: Vec<Value> = skill_tools
@@ -340,7 +340,7 @@ pub(crate) async fn load_skill(
             text.push_str(&format!("- `{}`: {}\n", s.name(), s.usage));
         }
         for path in &source_scripts {
-            text.push_str(&format!("- `{path}`: {}\n", python_usage(path)));
+            text.push_str(&format!("- `{path}`: {}\n", script_usage(path)));
         }
     }
     if !skill.references.is_empty() {
@@ -399,8 +399,15 @@ fn has_python_blocks(body: &str) -> bool {
     })
 }
 
-/// How the model runs a Python script the skill ships.
-fn python_usage(path: &str) -> String {
+/// How the model runs a script the skill ships.
+fn script_usage(path: &str) -> String {
+    if crate::skill::programs::is_shell_script(path) {
+        return format!(
+            "a shell script: run_script with script \"{path}\" and args. It runs with the \
+             host's shell only when the user granted the skill one (see the notes), in the OS \
+             sandbox: the workspace at /workspace when granted, a private /tmp, no network"
+        );
+    }
     format!(
         "Python, run in the sandbox: run_script with script \"{path}\" and args, or command \
          \"python3 {path} ARGS\" (no shell; subprocess runs Python and the programs the user \
@@ -436,10 +443,16 @@ fn program_notes(
         if asked.contains(program) || granted.iter().any(|p| &p.name == program) {
             continue;
         }
+        let shell = if crate::skill::programs::SHELLS.contains(&program.as_str()) {
+            "; its shell scripts need it, and a granted shell runs in the OS sandbox with every \
+             program of the system's folders (grep, sed, jq) at its reach there"
+        } else {
+            ""
+        };
         notes.push(format!(
             "its scripts start `{program}`, a program of the host's, which runs only when the \
              user grants it: `skillbox grant {name} --program {program}` (or --allow-program \
-             {name}:{program})"
+             {name}:{program}){shell}"
         ));
     }
     notes

@@ -97,6 +97,11 @@ fn python_runtimes(catalog: &crate::skill::Catalog) -> Vec<(&'static str, PathBu
     let with_scripts: Vec<_> = catalog
         .skills()
         .map(|skill| (skill, skill.source_scripts()))
+        .map(|(skill, scripts)| {
+            // A shell script's launcher is the light runtime's.
+            let python: Vec<_> = scripts.into_iter().filter(|s| s.ends_with(".py")).collect();
+            (skill, python)
+        })
         .filter(|(_, scripts)| !scripts.is_empty())
         .collect();
     if with_scripts.is_empty() {

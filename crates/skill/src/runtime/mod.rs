@@ -2,19 +2,23 @@
 //! runs in the Python runtime, a WebAssembly command component built
 //! from CPython (`runtimes/python/`), in the same sandbox, grants and
 //! limits as any command component. The interpreter is host code the
-//! user installed and trusts; the script is not.
+//! user installed and trusts; the script is not. A `scripts/x.sh` runs
+//! with a shell the user granted the skill (`shell.rs`).
 
 // `run_script`'s command line is an MCP argument.
 pub mod command;
 pub mod packages;
 pub mod python;
 pub mod python_full;
+pub mod shell;
 
 /// How a skill's script file runs, judged by its name.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScriptKind {
     /// A `.py` file: the Python runtime runs it.
     Python,
+    /// A `.sh` file: a shell the user granted runs it (`shell.rs`).
+    Shell,
     /// A language the sandbox has no interpreter for.
     Unsupported(Unsupported),
 }
@@ -32,9 +36,8 @@ impl Unsupported {
     pub fn reason(self, script: &str) -> String {
         match self {
             Unsupported::Shell => format!(
-                "`{script}` is a shell script, and the sandbox has no shell and runs no \
-                 processes. Do its steps with the skill's tools or Python scripts, or run it \
-                 outside skillbox if you trust it."
+                "`{script}` is a shell script of a kind skillbox does not run: it runs `.sh` \
+                 and `.bash` scripts with a shell the user granted the skill."
             ),
             Unsupported::JavaScript => format!(
                 "`{script}` is JavaScript, and skillbox runs only Python scripts and \
@@ -55,9 +58,10 @@ impl Unsupported {
     pub fn code_reason(self, language: &str) -> String {
         match self {
             Unsupported::Shell => format!(
-                "`{language}` code needs a shell, and the sandbox has no shell and runs no \
-                 processes yet. Write the steps in Python (run_code's language `python`, the \
-                 default), or use the skill's tools and scripts."
+                "`{language}` code needs a shell, and run_code runs Python only (a shell \
+                 runs a skill's own scripts/*.sh, when the user granted it one). Write the \
+                 steps in Python (run_code's language `python`, the default), and start the \
+                 programs they need with subprocess; or use the skill's tools and scripts."
             ),
             Unsupported::JavaScript | Unsupported::Other => format!(
                 "run_code runs Python, not `{language}`. Write the steps in Python (language \
@@ -82,6 +86,9 @@ pub fn code_kind(language: &str) -> ScriptKind {
 
 /// The kind of a script path that is not a manifest-listed component.
 pub fn kind_of(path: &str) -> ScriptKind {
+    if crate::skill::programs::is_shell_script(path) {
+        return ScriptKind::Shell;
+    }
     let extension = path
         .rsplit('/')
         .next()
@@ -89,7 +96,6 @@ pub fn kind_of(path: &str) -> ScriptKind {
         .map(|(_, ext)| ext.to_ascii_lowercase());
     match extension.as_deref() {
         Some("py") => ScriptKind::Python,
-        Some("sh" | "bash" | "zsh") => ScriptKind::Unsupported(Unsupported::Shell),
         Some("js" | "mjs" | "cjs" | "ts") => ScriptKind::Unsupported(Unsupported::JavaScript),
         _ => ScriptKind::Unsupported(Unsupported::Other),
     }

@@ -102,15 +102,26 @@ impl Skill {
         names
     }
 
-    /// The Python scripts under `scripts/` the skill serves, by path: the
-    /// Python runtime runs them without a manifest (see
-    /// [`is_runnable_script`]).
+    /// The Python and shell scripts under `scripts/` the skill serves, by
+    /// path: they run without a manifest (see [`is_runnable_script`]).
     pub fn source_scripts(&self) -> Vec<String> {
         self.files
             .list_files("scripts", MAX_MANIFEST_FILES)
             .into_iter()
-            .filter(|path| is_runnable_script(path) && path.to_ascii_lowercase().ends_with(".py"))
+            .filter(|path| {
+                is_runnable_script(path)
+                    && (path.to_ascii_lowercase().ends_with(".py")
+                        || super::programs::is_shell_script(path))
+            })
             .collect()
+    }
+
+    /// The shell a shell script of the skill asks for (`programs.rs`);
+    /// `Err` names what its `#!` line asks for when that is no shell.
+    pub fn shell_of(&self, rel: &str) -> Result<super::programs::Interpreter, String> {
+        let head = self.read_served(rel, 4096).unwrap_or_default();
+        let text = String::from_utf8_lossy(&head);
+        super::programs::shell_interpreter(rel, text.lines().next().unwrap_or_default())
     }
 
     /// Whether `rel` is a file the skill serves (not hidden, ignored or a
@@ -217,9 +228,9 @@ impl Skill {
             .clone()
     }
 
-    /// The host programs the skill's Python scripts start, read from their
-    /// source (`skill/programs.rs`). Reads every Python file: call it off
-    /// the async runtime.
+    /// The host programs the skill's scripts start: those its Python
+    /// files name (`skill/programs.rs`), and the shell each shell script
+    /// asks for. Reads every Python file: call it off the async runtime.
     pub fn programs_named(&self) -> BTreeSet<String> {
         let mut found = BTreeSet::new();
         for path in self.files.list_all_files(MAX_MANIFEST_FILES) {
@@ -227,6 +238,13 @@ impl Skill {
                 && let Ok(bytes) = self.read_served(&path, MAX_PYTHON_SOURCE_BYTES)
             {
                 super::programs::programs_named(&String::from_utf8_lossy(&bytes), &mut found);
+            }
+        }
+        for script in self.source_scripts() {
+            if super::programs::is_shell_script(&script)
+                && let Ok(interpreter) = self.shell_of(&script)
+            {
+                found.insert(interpreter.shell);
             }
         }
         found
