@@ -603,6 +603,9 @@ print(json.dumps([
     ask(5, {"argv": ["pdftoppm", "-v"], "cwd": "/../etc", "stdin": "!!"}),
     ask(6, {"argv": ["pdftoppm", "-v"], "cwd": "/../etc"}),
 ]))
+# A script that keeps asking cannot grow the call's record past its bound.
+for number in range(7, 7 + 300):
+    ask(number, None, raw="{not json")
 "#;
 
 /// The door a script asks through, attacked directly: malformed requests,
@@ -639,7 +642,18 @@ fn the_door_to_host_programs_answers_forged_requests_with_refusals() {
         .iter()
         .map(|p| p["outcome"].as_str().unwrap())
         .collect();
-    assert_eq!(outcomes, ["refused", "refused", "ok"], "{record}");
+    assert_eq!(
+        outcomes[..6],
+        ["invalid", "invalid", "refused", "refused", "invalid", "ok"],
+        "{record}"
+    );
+    // Every attempt is accounted for: 256 entries, the last counting the
+    // 50 after it.
+    let programs = record["programs"].as_array().unwrap();
+    assert_eq!(programs.len(), 256, "{record}");
+    assert_eq!(programs[255]["program"], "?");
+    assert_eq!(programs[255]["unrecorded_after"], 50, "{record}");
+    assert!(programs[254].get("unrecorded_after").is_none());
 }
 
 const NUMPY_AND_PROGRAM: &str = r#"

@@ -92,13 +92,22 @@ fn site() -> Site {
     Site { web, seen }
 }
 
-/// Runs a skill's script with the network grant `grant`, in a state
-/// folder of its own: what it printed, and the requests its call's audit
-/// record lists.
+/// Runs a skill's script with the network grant `grant` (and `flags`), in
+/// a state folder of its own: what it printed, and the requests its
+/// call's audit record lists.
 fn run_audited(
     skills: &std::path::Path,
     script: &str,
     grant: &str,
+    args: &[&str],
+) -> (Run, Vec<Value>) {
+    run_audited_with(skills, script, &["--allow-net", grant], args)
+}
+
+fn run_audited_with(
+    skills: &std::path::Path,
+    script: &str,
+    flags: &[&str],
     args: &[&str],
 ) -> (Run, Vec<Value>) {
     let state = tempfile::tempdir().unwrap();
@@ -106,7 +115,9 @@ fn run_audited(
         .env("SKILLBOX_STATE_DIR", state.path())
         .args(["run-script", "--skills"])
         .arg(skills)
-        .args(["--script", script, "--allow-net", grant, "--"])
+        .args(["--script", script])
+        .args(flags)
+        .arg("--")
         .args(args)
         .output()
         .unwrap()
@@ -423,7 +434,45 @@ fn a_script_s_http_is_held_to_the_call_s_grants_and_caps() {
         out.stdout.starts_with(|c: char| c.is_ascii_digit()),
         "{out:?}"
     );
+
+    // A script that keeps asking the door past the cap is refused each
+    // time, and the record does not grow: one entry counts the attempts
+    // after it.
+    let skills = skill_for("insistent", &site, &[("scripts/retry.py", RETRY)]);
+    let (out, network) = run_audited_with(
+        skills.path(),
+        "insistent/scripts/retry.py",
+        &[
+            "--allow-net",
+            &granted("insistent", &site),
+            "--net-max-requests",
+            "3",
+        ],
+        &[&site.port().to_string()],
+    );
+    assert_eq!(out.code, 0, "{out:?}");
+    out.stdout_says(&["ok 3 refused 37"]);
+    let outcomes: Vec<&str> = network
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes, ["ok", "ok", "ok", "request-cap"], "{network:?}");
+    assert_eq!(network[3]["unrecorded_after"], 36, "{network:?}");
 }
+
+const RETRY: &str = r#"
+import base64, json, sys
+port = int(sys.argv[1])
+raw = base64.b64encode(b"GET /echo HTTP/1.1\r\n\r\n").decode()
+kinds = []
+for n in range(2000, 2040):
+    with open(f"/run/skillbox/{n}.request", "w") as f:
+        json.dump({"http": {"scheme": "http", "host": "127.0.0.1", "port": port, "request": raw}}, f)
+    with open(f"/run/skillbox/{n}.reply", "rb") as f:
+        reply = f.read()
+    kinds.append("ok" if reply.startswith(b"HTTP/") else json.loads(reply)["kind"])
+print("ok", kinds.count("ok"), "refused", kinds.count("refused"))
+"#;
 
 const FORGED: &str = r#"
 import base64, json, sys

@@ -27,6 +27,15 @@ pub struct NetRequest {
     /// `ok`, `denied`, `internal-address`, `request-cap`, `response-cap`,
     /// `timeout`, `error`, or `invalid` (a script's request that was not HTTP).
     pub outcome: String,
+    /// Attempts after this one that were not recorded: past the request
+    /// cap, one entry stands for all the rest, so a guest that keeps
+    /// trying cannot grow the record.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unrecorded_after: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl NetRequest {
@@ -39,7 +48,23 @@ impl NetRequest {
             status: None,
             bytes: 0,
             outcome: "pending".into(),
+            unrecorded_after: 0,
         }
+    }
+}
+
+impl NetLog {
+    /// Counts an attempt past the request cap `cap` on the one entry that
+    /// already stands for them, and says whether there was one (if not,
+    /// the caller records this attempt as that entry).
+    pub(crate) fn fold_past_cap(&mut self, cap: u32) -> bool {
+        if self.requests.len() as u64 <= u64::from(cap) {
+            return false;
+        }
+        if let Some(last) = self.requests.last_mut() {
+            last.unrecorded_after += 1;
+        }
+        true
     }
 }
 
@@ -89,6 +114,9 @@ impl Admission {
             .trim_end_matches(']')
             .to_ascii_lowercase();
         let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        if log.fold_past_cap(self.limits.requests) {
+            return Err(HttpError::ConnectionLimitReached);
+        }
         let index = log.requests.len();
         log.requests.push(NetRequest::pending(
             host.clone(),

@@ -146,10 +146,20 @@ impl Relay {
                 || "?".to_string(),
                 |m| String::from_utf8_lossy(m).into_owned(),
             );
+        let cap = self.admission.limits.requests;
+        let mut log = lock(&self.log);
+        if log.fold_past_cap(cap) {
+            return;
+        }
         let host: String = host.chars().take(253).collect();
         let mut entry = NetRequest::pending(host.to_ascii_lowercase(), port, method);
-        entry.outcome = "invalid".into();
-        lock(&self.log).requests.push(entry);
+        entry.outcome = if log.requests.len() as u64 >= u64::from(cap) {
+            "request-cap"
+        } else {
+            "invalid"
+        }
+        .into();
+        log.requests.push(entry);
     }
 
     /// The refusal the admission or address check just logged.

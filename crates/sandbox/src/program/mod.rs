@@ -41,6 +41,9 @@ use jail::{Jail, JailError, WorkspaceView};
 
 /// The largest request read: arguments, environment and stdin together.
 const MAX_REQUEST_BYTES: u64 = 64 * 1024 * 1024;
+/// Requests one call's audit record lists; past them, the last entry
+/// counts the rest, so a script that keeps asking cannot grow the record.
+const AUDIT_RUNS: usize = 256;
 /// Arguments kept in the audit record, and the length of each.
 const AUDIT_ARGS: usize = 32;
 const AUDIT_ARG_CHARS: usize = 256;
@@ -59,11 +62,20 @@ pub struct ProgramRun {
     pub program: String,
     pub args: Vec<String>,
     /// `ok` (it ran; see `exit_code`), `refused`, `timeout`, `conflict`
-    /// (its changes met another's) or `error`.
+    /// (its changes met another's), `error`, or `invalid` (a request the
+    /// door could not read; its program is `?`).
     pub outcome: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
+    /// Requests after this one that were not recorded, past the record's
+    /// bound.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unrecorded_after: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// What the guest sends: a program to run, or (`http`) a request its
@@ -249,7 +261,10 @@ impl Door {
                 Err(reply) => json(&reply),
             },
             Ok(request) => json(&self.run(request, stage, spend).await?),
-            Err(why) => json(&Reply::error("invalid", why)),
+            Err(why) => {
+                self.record("?", &[], "invalid", None, 0);
+                json(&Reply::error("invalid", why))
+            }
         };
         // The guest's open of the reply then fails, and says so.
         let _ = self.dir.write(format!("{number}.reply"), text);
@@ -338,7 +353,10 @@ impl Door {
         };
         let stdin = match BASE64.decode(request.stdin.as_bytes()) {
             Ok(bytes) => bytes,
-            Err(_) => return Ok(Reply::error("invalid", "stdin is not base64".into())),
+            Err(_) => {
+                self.record(&asked, &args, "invalid", None, 0);
+                return Ok(Reply::error("invalid", "stdin is not base64".into()));
+            }
         };
         let env: Vec<(String, String)> = match &request.env {
             Some(env) => env
@@ -500,6 +518,12 @@ impl Door {
         exit_code: Option<i32>,
         duration_ms: u64,
     ) {
+        if self.runs.len() >= AUDIT_RUNS {
+            if let Some(last) = self.runs.last_mut() {
+                last.unrecorded_after += 1;
+            }
+            return;
+        }
         self.runs.push(ProgramRun {
             program: program.to_string(),
             args: args
@@ -510,6 +534,7 @@ impl Door {
             outcome: outcome.into(),
             exit_code,
             duration_ms,
+            unrecorded_after: 0,
         });
     }
 }
