@@ -458,6 +458,12 @@ def run(argv):
     """Runs `SCRIPT [ARGS...]` or `-c CODE [ARGS...]`; returns the exit
     status, after the failure report when it failed."""
     code = 0
+    # Line by line, so that what a script printed before a limit stopped
+    # it reaches the host, which returns it with the error.
+    try:
+        sys.stdout.reconfigure(line_buffering=True)
+    except (AttributeError, ValueError):
+        pass
     skillbox_process.install()
     skillbox_http.install()
     try:

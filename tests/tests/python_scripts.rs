@@ -10,7 +10,7 @@ use skillbox_e2e::mcp::{
     Recorder, assert_says, assert_tool_error, call, connect_stateless, connect_stdio, serve_http,
     stateless_call,
 };
-use skillbox_e2e::{Run, python_runtime, python_skill, run, run_script, workspace};
+use skillbox_e2e::{Run, python_runtime, python_skill, run, run_script, skillbox, workspace};
 
 const REPORT: &str = r#"
 import json, os, sys
@@ -235,6 +235,60 @@ fn a_pinned_requirement_is_prepared_once_and_imported_offline() {
     );
     let replaced = prepare(&["--replace"]);
     assert_eq!(replaced["distributions"], json!(["tomlkit 0.13.2"]));
+}
+
+/// A script a limit stops keeps what it printed before the stop (a print
+/// without `flush` too), within the output cap and with granted secrets
+/// redacted: a person debugging a long script needs to see how far it got.
+#[test]
+fn a_script_stopped_by_a_limit_keeps_what_it_printed() {
+    if !python_runtime() {
+        return;
+    }
+    let skills = python_skill(
+        "longrun",
+        &[
+            (
+                "scripts/spin.py",
+                "import os, sys\nprint('working on step 1')\nprint('token', os.environ['TOKEN'])\n\
+                 print('warming up', file=sys.stderr)\nwhile True:\n    pass\n",
+            ),
+            (
+                "scripts/grow.py",
+                "print('allocating')\nchunks = []\nwhile True:\n    chunks.append(bytearray(1 << 20))\n",
+            ),
+            ("scripts/quiet.py", "while True:\n    pass\n"),
+            ("skillbox.yaml", "grants:\n  env: [TOKEN]\n"),
+        ],
+    );
+    let stop = |script: &str| -> Run {
+        skillbox()
+            .env("TOKEN", "s3cret-value")
+            .args(["run-script", "--skills"])
+            .arg(skills.path())
+            .args(["--script", script, "--allow-env", "longrun:TOKEN"])
+            .args(["--fuel", "2000000000"])
+            .output()
+            .unwrap()
+            .into()
+    };
+    let out = stop("longrun/scripts/spin.py");
+    assert_ne!(out.code, 0, "{out:?}");
+    out.stderr_says(&[
+        "out of fuel",
+        "What it printed on stdout before it was stopped:\nworking on step 1",
+        "token [redacted:TOKEN]",
+        "What it printed on stderr before it was stopped:\nwarming up",
+    ]);
+    assert!(!out.stderr.contains("s3cret"), "{out:?}");
+    assert!(!out.stdout.contains("s3cret"), "{out:?}");
+
+    let out = stop("longrun/scripts/grow.py");
+    out.stderr_says(&["memory limit", "before it was stopped:\nallocating"]);
+
+    let out = stop("longrun/scripts/quiet.py");
+    out.stderr_says(&["out of fuel"]);
+    assert!(!out.stderr.contains("before it was stopped"), "{out:?}");
 }
 
 /// Hostile scripts, each with the error that names its limit or its

@@ -120,6 +120,14 @@ impl Redactor {
                 self.in_place(&mut what);
                 SandboxError::Denied { what }
             }
+            SandboxError::Stopped { cause, mut printed } => {
+                self.in_place(&mut printed.stdout);
+                self.in_place(&mut printed.stderr);
+                SandboxError::Stopped {
+                    cause: Box::new(self.error(*cause)),
+                    printed,
+                }
+            }
             SandboxError::Load(mut why) => {
                 self.in_place(&mut why);
                 SandboxError::Load(why)

@@ -303,7 +303,8 @@ async fn run_command(
             Some(exit) => exit.0,
             None => {
                 let error = classify(e, limits, &io);
-                return Err(refusal_cause(error, &net, &refusals, limits));
+                let error = refusal_cause(error, &net, &refusals, limits);
+                return Err(error.with_printed(io.stdout.text(), io.stderr.text()));
             }
         },
     };

@@ -147,6 +147,17 @@ pub enum SandboxError {
     /// The caller cancelled the call.
     Cancelled,
 
+    #[error("{cause}{printed}")]
+    /// A command stopped by a limit (time, fuel, memory, stack) after it
+    /// printed something: the limit, and what it printed before the stop,
+    /// which a person debugging a long script needs.
+    Stopped {
+        /// The limit that stopped it.
+        cause: Box<SandboxError>,
+        /// What it printed, within the output cap.
+        printed: Printed,
+    },
+
     #[error("cannot load the component: {0}")]
     /// The component could not be read or compiled.
     Load(String),
@@ -176,7 +187,57 @@ impl SandboxError {
             SandboxError::Cancelled => "cancelled",
             SandboxError::Load(_) => "load",
             SandboxError::Host(_) => "host",
+            SandboxError::Stopped { cause, .. } => cause.code(),
         }
+    }
+
+    /// The error itself, without what the command printed before it.
+    pub fn cause(&self) -> &SandboxError {
+        match self {
+            SandboxError::Stopped { cause, .. } => cause.cause(),
+            other => other,
+        }
+    }
+
+    /// `self` with what a command printed before it was stopped, when it
+    /// is a stop by a limit and something was printed.
+    pub(crate) fn with_printed(self, stdout: String, stderr: String) -> SandboxError {
+        let stopped = matches!(
+            self,
+            SandboxError::Timeout { .. }
+                | SandboxError::OutOfFuel { .. }
+                | SandboxError::MemoryLimit { .. }
+                | SandboxError::StackOverflow
+        );
+        if !stopped || (stdout.trim().is_empty() && stderr.trim().is_empty()) {
+            return self;
+        }
+        SandboxError::Stopped {
+            cause: Box::new(self),
+            printed: Printed { stdout, stderr },
+        }
+    }
+}
+
+/// What a command printed before a limit stopped it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Printed {
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Display for Printed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (name, text) in [("stdout", &self.stdout), ("stderr", &self.stderr)] {
+            let text = text.trim_end();
+            if !text.is_empty() {
+                write!(
+                    f,
+                    "\n\nWhat it printed on {name} before it was stopped:\n{text}"
+                )?;
+            }
+        }
+        Ok(())
     }
 }
 

@@ -58,7 +58,7 @@ pub use call::{CallOutcome, Entry, GuestCall, PendingChanges, Usage, commit};
 pub use component::{CompileOrigin, LoadedComponent, header_problem};
 pub use egress::{NetRequest, NetRule, NetTrace};
 pub use engine::{EngineError, EngineOptions, MAX_MEMORY_BYTES, POOL_INSTANCES};
-pub use error::SandboxError;
+pub use error::{Printed, SandboxError};
 pub use grants::{Grants, HostProgram, PinnedDir, RuntimeFiles, SKILL_MOUNT, WorkspaceGrant};
 pub use limits::{Limits, MIB, SideEffect};
 pub use mount::{Mount, QuotaKind};
