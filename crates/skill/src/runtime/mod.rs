@@ -6,6 +6,7 @@
 //! with a shell the user granted the skill (`shell.rs`).
 
 // `run_script`'s command line is an MCP argument.
+pub mod bytecode;
 pub mod command;
 pub mod packages;
 pub mod python;

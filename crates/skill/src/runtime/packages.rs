@@ -292,13 +292,16 @@ pub struct Pinned {
 /// requirement with no pure-Python wheel that is among them, or one on
 /// them that pins no exact version (`pillow>=10`), is provided by that
 /// runtime instead of installed. `choices` are recorded, so the next run
-/// asks for the same.
+/// asks for the same. `byte_compile` compiles the checked packages folder
+/// it is given before the seal (`bytecode.rs`); when it fails, the
+/// packages are ready all the same, and runs compile what they import.
 pub fn prepare(
     dir: &Path,
     requirements: &[String],
     choices: &Choices,
     built_in: &BTreeMap<String, String>,
     mut progress: impl FnMut(&str),
+    byte_compile: impl FnOnce(&Path) -> Result<super::bytecode::Compiled, String>,
 ) -> Result<Installed, PrepareError> {
     // An unpinned line on a package built into the full runtime is the
     // runtime's, if its version is one the line accepts.
@@ -380,6 +383,23 @@ pub fn prepare(
         let (distributions, files) = verify(&site)?;
         remove_tree(&wheels);
         remove_tree(&staging.join(EMPTY));
+        if files > 0 {
+            progress("byte-compiling the packages with the Python runtime");
+            match byte_compile(&site) {
+                Ok(done) => progress(&format!(
+                    "{} modules byte-compiled{}",
+                    done.modules,
+                    match done.skipped {
+                        0 => String::new(),
+                        n => format!(" ({n} whose source does not compile are left as they are)"),
+                    }
+                )),
+                Err(why) => progress(&format!(
+                    "the packages were not byte-compiled ({why}); scripts compile the modules \
+                     they import at each run, which is slower"
+                )),
+            }
+        }
         seal(&site);
         Ok((pinned, from_runtime, distributions, files))
     })();

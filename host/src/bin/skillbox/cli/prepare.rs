@@ -105,9 +105,14 @@ pub(super) fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
     if !without.is_empty() {
         eprintln!("prepare: leaving out {}", without.join(", "));
     }
-    let installed = runtime::packages::prepare(&dir, &requirements, &choices, &built_in, |step| {
-        eprintln!("prepare: {step}")
-    })
+    let installed = runtime::packages::prepare(
+        &dir,
+        &requirements,
+        &choices,
+        &built_in,
+        |step| eprintln!("prepare: {step}"),
+        byte_compile,
+    )
     .map_err(|e| CliError::Other(anyhow::anyhow!("prepare `{}`: {e}", skill.name())))?;
     if args.json {
         print_json(&json!({
@@ -137,6 +142,21 @@ pub(super) fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Byte-compiles the packages folder `site` with the Python runtime, so
+/// that runs import them without compiling them (`runtime/bytecode.rs`).
+/// The runtime's own compile is cached, so the first script after this
+/// starts at once.
+fn byte_compile(site: &std::path::Path) -> Result<runtime::bytecode::Compiled, String> {
+    let python = runtime::python::runtime_path()
+        .ok_or("the Python runtime is not installed (scripts/install)")?;
+    let sandbox = skillbox_sandbox::Sandbox::new().map_err(|e| e.to_string())?;
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| e.to_string())?
+        .block_on(runtime::bytecode::compile_site(&sandbox, &python, site))
 }
 
 /// The projects left out: those left out before (unless --replace) and
