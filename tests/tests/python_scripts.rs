@@ -214,6 +214,27 @@ fn a_pinned_requirement_is_prepared_once_and_imported_offline() {
     assert_eq!(after.code, 0, "{after:?}");
     assert_eq!(after.stdout.trim(), "['a'] 1");
 
+    // The packages were byte-compiled at prepare, by the runtime itself:
+    // checked hash-based pycs (flags 3), whose tracebacks name the modules
+    // where a run sees them.
+    let pycs = pycs_under(
+        &skillbox_e2e::hermetic_env()
+            .into_iter()
+            .find(|(key, _)| *key == "XDG_DATA_HOME")
+            .unwrap()
+            .1
+            .join("skillbox/python"),
+    );
+    let parser = pycs
+        .iter()
+        .find(|p| p.ends_with("tomlkit/__pycache__/parser.cpython-314.pyc"))
+        .unwrap_or_else(|| panic!("no pyc for tomlkit's parser: {pycs:?}"));
+    let header = std::fs::read(parser).unwrap();
+    assert_eq!(header[4..8], [3, 0, 0, 0], "not a checked hash-based pyc");
+    let failed = run_script(skills.path(), "toml-read/scripts/keys.py", &[], &["[a"]);
+    assert_eq!(failed.code, 1, "{failed:?}");
+    failed.stderr_says(&["File \"/packages/tomlkit/parser.py\""]);
+
     // --with adds to what is prepared; --list shows it; --replace goes
     // back to what the skill declares.
     let prepare = |extra: &[&str]| {
@@ -771,4 +792,18 @@ fn the_first_run_at_a_terminal_shows_the_runtime_compiling() {
         !shown.contains(empty_cache.path().to_str().unwrap()),
         "{shown}"
     );
+}
+
+/// Every `.pyc` file under `dir`.
+fn pycs_under(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(pycs_under(&path));
+        } else if path.extension().is_some_and(|e| e == "pyc") {
+            found.push(path);
+        }
+    }
+    found
 }
