@@ -80,6 +80,7 @@ pub(crate) fn load_component(
             (component, CompileOrigin::Compiled)
         }
     };
+    build_memory_images(&component);
     let pre = linker
         .instantiate_pre(&component)
         .map_err(|e| SandboxError::Load(describe_link_error(&e)))?;
@@ -98,6 +99,26 @@ pub(crate) fn load_component(
         origin,
         load_time: started.elapsed(),
     })
+}
+
+/// Builds the component's copy-on-write memory images when it is loaded,
+/// not at its first instantiation. On Linux each is a sealed memfd, and
+/// sealing now and then fails with EBUSY while the kernel still holds
+/// references to the pages just written (about one CLI run in 30 of the
+/// Python runtime, whose image is large); that first call then failed
+/// with a host error. A failed attempt leaves nothing behind, so it is
+/// tried again; if every attempt fails, the first instantiation tries once
+/// more and reports what it meets.
+fn build_memory_images(component: &Component) {
+    for attempt in 0..5u32 {
+        match component.initialize_copy_on_write_image() {
+            Ok(()) => return,
+            Err(e) => {
+                tracing::debug!(attempt, error = %e, "building memory images");
+                std::thread::sleep(std::time::Duration::from_millis(1 << attempt));
+            }
+        }
+    }
 }
 
 fn compile(engine: &Engine, bytes: &[u8]) -> Result<Component, SandboxError> {
