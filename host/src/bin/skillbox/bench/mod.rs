@@ -9,6 +9,7 @@ mod mcp;
 mod memory;
 mod metrics;
 mod packages;
+mod prepared;
 mod python;
 mod scripts;
 mod table;
@@ -257,6 +258,21 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         None
     };
 
+    let prepared = if args.python_runtime.is_file() {
+        eprintln!(
+            "bench: a pypdf script (prepared from PyPI) as new CLI processes, beside the host's \
+             CPython…"
+        );
+        prepared::run(
+            &std::env::current_exe()?,
+            &args.python_runtime,
+            &args.native_python,
+            args.iterations.min(10),
+        )?
+    } else {
+        None
+    };
+
     eprintln!(
         "bench: compiled packages: the full Python runtime cold, numpy, pandas and lxml \
          scripts warm beside the host's CPython…"
@@ -467,6 +483,20 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                     human(added),
                 )
                 .target("≤ 10 ms", added <= Duration::from_millis(10)),
+            ]);
+        }
+    }
+    if let Some(p) = &prepared {
+        rows.push(Row::timed(
+            "pypdf script (prepared), new CLI process",
+            &p.sandbox,
+        ));
+        if let Some(native) = &p.native {
+            let ratio = ratio_f(p.sandbox.median, native.median);
+            rows.extend([
+                Row::timed("  pypdf, host CPython (new process)", native),
+                Row::figure("  pypdf: sandbox / native", format!("{ratio:.1}x"))
+                    .target("≤ 1.5x", ratio <= 1.5),
             ]);
         }
     }
