@@ -82,7 +82,7 @@ pub use skillbox_sandbox::schema::ArgError;
 pub use skillbox_sandbox::stage::{Change, ChangeKind, ChangeSet, Kind as EntryKind};
 #[doc(inline)]
 pub use skillbox_sandbox::{
-    EngineError, Mount, NetRequest, NetRule, QuotaKind, SandboxError, Usage,
+    EngineError, Mount, NetRequest, NetRule, Printed, QuotaKind, SandboxError, Usage,
 };
 pub use skillbox_skill::skill::Effect;
 pub use skillbox_skill::skill::manifest::ManifestLimits;

@@ -61,12 +61,12 @@ pub fn host_programs() -> bool {
             .args(["--unshare-all", "--ro-bind", "/", "/", "true"])
             .status()
             .is_ok_and(|s| s.success());
-        let programs = ["/usr/bin/pdftoppm", "/usr/bin/bash", "/usr/bin/jq"]
+        let programs = ["/usr/bin/pdftoppm", "/usr/bin/bash"]
             .iter()
             .all(|p| Path::new(p).is_file());
         let found = sandbox && programs;
         if !found && std::env::var_os("SKILLBOX_REQUIRE_PROGRAMS").is_some() {
-            panic!("bubblewrap (with user namespaces), poppler-utils, bash and jq are required");
+            panic!("bubblewrap (with user namespaces), poppler-utils and bash are required");
         }
         if !found {
             eprintln!(

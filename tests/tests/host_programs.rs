@@ -287,6 +287,13 @@ fn a_skill_s_shell_script_runs_with_the_granted_shell_and_its_writes_staged() {
     if !python_runtime() || !host_programs() {
         return;
     }
+    if !Path::new("/usr/bin/jq").is_file() {
+        assert!(
+            std::env::var_os("SKILLBOX_REQUIRE_PROGRAMS").is_none(),
+            "jq is required (Debian's jq)"
+        );
+        return;
+    }
     let skills = python_skill(
         "textkit",
         &[
@@ -603,9 +610,11 @@ print(json.dumps([
     ask(5, {"argv": ["pdftoppm", "-v"], "cwd": "/../etc", "stdin": "!!"}),
     ask(6, {"argv": ["pdftoppm", "-v"], "cwd": "/../etc"}),
 ]))
-# A script that keeps asking cannot grow the call's record past its bound.
+# A script that keeps asking cannot grow the call's record past its bound,
+# nor push a program that ran out of it.
 for number in range(7, 7 + 300):
     ask(number, None, raw="{not json")
+ask(400, {"argv": ["pdftoppm", "-v"]})
 "#;
 
 /// The door a script asks through, attacked directly: malformed requests,
@@ -647,13 +656,16 @@ fn the_door_to_host_programs_answers_forged_requests_with_refusals() {
         ["invalid", "invalid", "refused", "refused", "invalid", "ok"],
         "{record}"
     );
-    // Every attempt is accounted for: 256 entries, the last counting the
-    // 50 after it.
+    // Every attempt is accounted for: 256 refusals listed, the last
+    // counting the 49 after it, beside the two runs; and the run after the
+    // flood is listed.
     let programs = record["programs"].as_array().unwrap();
-    assert_eq!(programs.len(), 256, "{record}");
-    assert_eq!(programs[255]["program"], "?");
-    assert_eq!(programs[255]["unrecorded_after"], 50, "{record}");
-    assert!(programs[254].get("unrecorded_after").is_none());
+    assert_eq!(programs.len(), 258, "{record}");
+    assert_eq!(programs[256]["program"], "?");
+    assert_eq!(programs[256]["unrecorded_after"], 49, "{record}");
+    assert!(programs[255].get("unrecorded_after").is_none());
+    assert_eq!(programs[257]["program"], "/usr/bin/pdftoppm", "{record}");
+    assert_eq!(programs[257]["outcome"], "ok");
 }
 
 const NUMPY_AND_PROGRAM: &str = r#"

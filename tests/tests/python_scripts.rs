@@ -234,6 +234,29 @@ fn a_pinned_requirement_is_prepared_once_and_imported_offline() {
     let failed = run_script(skills.path(), "toml-read/scripts/keys.py", &[], &["[a"]);
     assert_eq!(failed.code, 1, "{failed:?}");
     failed.stderr_says(&["File \"/packages/tomlkit/parser.py\""]);
+    // A module changed by hand is compiled from its source again, never
+    // run from its stale pyc.
+    let source = parser
+        .parent()
+        .unwrap()
+        .parent()
+        .unwrap()
+        .join("__init__.py");
+    let mut perms = std::fs::metadata(&source).unwrap().permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perms.set_readonly(false);
+    std::fs::set_permissions(&source, perms).unwrap();
+    let mut text = std::fs::read_to_string(&source).unwrap();
+    text.push_str("\nEDITED_BY_HAND = 42\n");
+    std::fs::write(&source, text).unwrap();
+    let skill = skills.path().join("toml-read");
+    std::fs::write(
+        skill.join("scripts/edited.py"),
+        "import tomlkit\nprint(tomlkit.EDITED_BY_HAND)\n",
+    )
+    .unwrap();
+    let edited = run_script(skills.path(), "toml-read/scripts/edited.py", &[], &[]);
+    assert_eq!(edited.stdout.trim(), "42", "{edited:?}");
 
     // --with adds to what is prepared; --list shows it; --replace goes
     // back to what the skill declares.

@@ -222,6 +222,7 @@ async fn call_function(
             available: component.exports.names().join(", "),
         })?;
     let run = async {
+        crate::component::build_memory_images(component);
         let instance = component.pre.instantiate_async(&mut store).await?;
         let f = instance
             .get_func(&mut store, index)
@@ -288,6 +289,7 @@ async fn run_command(
     let stage = begin_stage(grants, from)?;
     let mut store = new_store(&engine.engine, &engine.scratch, grants, limits, &io, stage)?;
     let started = Instant::now();
+    crate::component::build_memory_images(component);
     let run = async {
         let instance = command.instantiate_async(&mut store).await?;
         instance.wasi_cli_run().call_run(&mut store).await

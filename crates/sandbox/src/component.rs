@@ -80,7 +80,6 @@ pub(crate) fn load_component(
             (component, CompileOrigin::Compiled)
         }
     };
-    build_memory_images(&component);
     let pre = linker
         .instantiate_pre(&component)
         .map_err(|e| SandboxError::Load(describe_link_error(&e)))?;
@@ -101,22 +100,25 @@ pub(crate) fn load_component(
     })
 }
 
-/// Builds the component's copy-on-write memory images when it is loaded,
-/// not at its first instantiation. On Linux each is a sealed memfd, and
-/// sealing now and then fails with EBUSY while the kernel still holds
-/// references to the pages just written (about one CLI run in 30 of the
-/// Python runtime, whose image is large); that first call then failed
-/// with a host error. A failed attempt leaves nothing behind, so it is
-/// tried again; if every attempt fails, the first instantiation tries once
-/// more and reports what it meets.
-fn build_memory_images(component: &Component) {
-    for attempt in 0..5u32 {
+/// Builds the component's copy-on-write memory images before its first
+/// instantiation, which would otherwise build them and fail with the
+/// kernel's error. On Linux each is a sealed memfd, and sealing now and
+/// then fails with EBUSY while the kernel still holds references to the
+/// pages just written (about one CLI run in 30 of the Python runtime,
+/// whose image is large): a call then failed with a host error. A failed
+/// attempt leaves nothing behind, so it is tried again; once built, this
+/// is a check of a cell. Built at the first call, not at load, so that
+/// components a server loads and never calls hold no images.
+pub(crate) fn build_memory_images(component: &LoadedComponent) {
+    let component = component.pre.component();
+    for attempt in 0..4u32 {
         match component.initialize_copy_on_write_image() {
             Ok(()) => return,
-            Err(e) => {
+            Err(e) if attempt < 3 => {
                 tracing::debug!(attempt, error = %e, "building memory images");
                 std::thread::sleep(std::time::Duration::from_millis(1 << attempt));
             }
+            Err(_) => return,
         }
     }
 }

@@ -97,11 +97,6 @@ fn python_runtimes(catalog: &crate::skill::Catalog) -> Vec<(&'static str, PathBu
     let with_scripts: Vec<_> = catalog
         .skills()
         .map(|skill| (skill, skill.source_scripts()))
-        .map(|(skill, scripts)| {
-            // A shell script's launcher is the light runtime's.
-            let python: Vec<_> = scripts.into_iter().filter(|s| s.ends_with(".py")).collect();
-            (skill, python)
-        })
         .filter(|(_, scripts)| !scripts.is_empty())
         .collect();
     if with_scripts.is_empty() {
@@ -114,7 +109,8 @@ fn python_runtimes(catalog: &crate::skill::Catalog) -> Vec<(&'static str, PathBu
     if let Some(full) = python_full::installed() {
         let needs_full = with_scripts.iter().any(|(skill, scripts)| {
             let site = python::prepared_site(&skill.dir);
-            scripts.iter().any(|script| {
+            // A shell script's launcher runs in the light runtime.
+            scripts.iter().filter(|s| s.ends_with(".py")).any(|script| {
                 let source = python_full::Source::Script(script.clone());
                 !python_full::needed(&full, Some(skill), &source, site.as_deref()).is_empty()
             })

@@ -41,9 +41,12 @@ use jail::{Jail, JailError, WorkspaceView};
 
 /// The largest request read: arguments, environment and stdin together.
 const MAX_REQUEST_BYTES: u64 = 64 * 1024 * 1024;
-/// Requests one call's audit record lists; past them, the last entry
-/// counts the rest, so a script that keeps asking cannot grow the record.
-const AUDIT_RUNS: usize = 256;
+/// Requests refused or unreadable that one call's audit record lists;
+/// past them, the last such entry counts the rest, so a script that keeps
+/// asking cannot grow the record. A program that ran is always listed (a
+/// run costs a sandboxed process, so time bounds them), so a flood of
+/// refusals cannot push a real run out of the record.
+const AUDIT_REFUSALS: usize = 256;
 /// Arguments kept in the audit record, and the length of each.
 const AUDIT_ARGS: usize = 32;
 const AUDIT_ARG_CHARS: usize = 256;
@@ -68,8 +71,8 @@ pub struct ProgramRun {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     pub duration_ms: u64,
-    /// Requests after this one that were not recorded, past the record's
-    /// bound.
+    /// Refused or unreadable requests after this one that were not
+    /// recorded, past the record's bound.
     #[serde(skip_serializing_if = "is_zero")]
     pub unrecorded_after: u64,
 }
@@ -194,6 +197,7 @@ pub(crate) struct Door {
     dir: Dir,
     setting: DoorSetting,
     runs: Vec<ProgramRun>,
+    refusals_recorded: usize,
 }
 
 impl std::fmt::Debug for Door {
@@ -227,6 +231,7 @@ impl Door {
             dir,
             setting,
             runs: Vec::new(),
+            refusals_recorded: 0,
         })
     }
 
@@ -518,11 +523,20 @@ impl Door {
         exit_code: Option<i32>,
         duration_ms: u64,
     ) {
-        if self.runs.len() >= AUDIT_RUNS {
-            if let Some(last) = self.runs.last_mut() {
+        let ran = !matches!(outcome, "refused" | "invalid");
+        if !ran && self.refusals_recorded >= AUDIT_REFUSALS {
+            let last_refusal = self
+                .runs
+                .iter_mut()
+                .rev()
+                .find(|r| matches!(r.outcome.as_str(), "refused" | "invalid"));
+            if let Some(last) = last_refusal {
                 last.unrecorded_after += 1;
             }
             return;
+        }
+        if !ran {
+            self.refusals_recorded += 1;
         }
         self.runs.push(ProgramRun {
             program: program.to_string(),

@@ -16,11 +16,14 @@
 
 use std::path::Path;
 
+use super::packages::Compiled;
 use crate::sandbox::{Grants, Limits, MIB, Sandbox, SideEffect, WorkspaceGrant};
 
 /// What the runtime runs: compile each module under `/workspace` with the
 /// path it has at run time (`/packages/...`) in its tracebacks. Written
-/// with plain writes, which retry short ones; `py_compile` does not.
+/// with plain writes, which retry short ones; `py_compile` does not. A
+/// module that does not compile (a Python 2 file, a template, one too
+/// deep or large) is left to be compiled at run time, as before.
 const COMPILE: &str = r#"
 import importlib.util, os, sys
 from importlib._bootstrap_external import _code_to_hash_pyc
@@ -35,7 +38,7 @@ for root, dirs, files in os.walk("/workspace"):
             source = f.read()
         try:
             code = compile(source, "/packages" + path[len("/workspace"):], "exec", dont_inherit=True)
-        except (SyntaxError, ValueError):
+        except Exception:
             skipped += 1
             continue
         pyc = _code_to_hash_pyc(code, importlib.util.source_hash(source), checked=True)
@@ -46,15 +49,6 @@ for root, dirs, files in os.walk("/workspace"):
         compiled += 1
 print(compiled, skipped)
 "#;
-
-/// How many modules were compiled, and how many were left to compile at
-/// run time (their source does not compile: a Python 2 file a package
-/// ships, a template).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Compiled {
-    pub modules: usize,
-    pub skipped: usize,
-}
 
 /// Compiles the modules of the packages folder `site` with the Python
 /// runtime at `runtime`, writing their pycs into `site`. Runs the sandbox
@@ -79,6 +73,7 @@ pub async fn compile_site(
         fuel: u64::MAX / 2,
         workspace_bytes: 4096 * MIB as u64,
         workspace_entries: 1_000_000,
+        memory_bytes: 1024 * MIB,
         ..Limits::for_class(SideEffect::Write)
     };
     let argv = super::python::code_argv(COMPILE.to_string(), Vec::new());

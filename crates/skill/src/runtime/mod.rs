@@ -37,8 +37,8 @@ impl Unsupported {
     pub fn reason(self, script: &str) -> String {
         match self {
             Unsupported::Shell => format!(
-                "`{script}` is a shell script of a kind skillbox does not run: it runs `.sh` \
-                 and `.bash` scripts with a shell the user granted the skill."
+                "`{script}` is a shell script of a kind skillbox does not run: it runs `.sh`, \
+                 `.bash` and `.zsh` scripts with a shell the user granted the skill."
             ),
             Unsupported::JavaScript => format!(
                 "`{script}` is JavaScript, and skillbox runs only Python scripts and \

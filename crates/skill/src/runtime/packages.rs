@@ -301,7 +301,7 @@ pub fn prepare(
     choices: &Choices,
     built_in: &BTreeMap<String, String>,
     mut progress: impl FnMut(&str),
-    byte_compile: impl FnOnce(&Path) -> Result<super::bytecode::Compiled, String>,
+    byte_compile: impl FnOnce(&Path) -> Result<Compiled, String>,
 ) -> Result<Installed, PrepareError> {
     // An unpinned line on a package built into the full runtime is the
     // runtime's, if its version is one the line accepts.
@@ -438,6 +438,14 @@ pub fn prepare(
     std::fs::rename(&staging, &current).map_err(io("cannot put the packages in place"))?;
     remove_tree(&old);
     Ok(installed)
+}
+
+/// What byte-compiling a packages folder did (`bytecode.rs`): how many
+/// modules were compiled, and how many were left to compile at run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Compiled {
+    pub modules: usize,
+    pub skipped: usize,
 }
 
 /// The distributions the full Python runtime provides for the packages

@@ -42,11 +42,15 @@ pub fn launcher_argv(
     shell_argv.push(format!("{SKILL_MOUNT}/{script}"));
     // A JSON list of strings is a Python list literal.
     let literal = serde_json::to_string(&shell_argv).expect("strings serialize");
+    // It ends with `os._exit`, not an exception: the shell's status is the
+    // call's, and the runtime's hints about a failed Python run (a
+    // read-only workspace, a program it drives) are not about this one.
     let code = format!(
-        "import subprocess, sys, skillbox_process\n\
+        "import os, subprocess, sys\n\
          done = subprocess.run({literal} + sys.argv[1:], stdin=sys.stdin.buffer)\n\
-         skillbox_process.FAILED[0] = None\n\
-         raise SystemExit(done.returncode if done.returncode >= 0 else 128 - done.returncode)\n"
+         sys.stdout.flush()\n\
+         sys.stderr.flush()\n\
+         os._exit(done.returncode if done.returncode >= 0 else 128 - done.returncode)\n"
     );
     python::code_argv(code, args)
 }

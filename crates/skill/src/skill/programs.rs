@@ -69,7 +69,10 @@ pub struct Interpreter {
 /// otherwise). `Err` names what a `#!` line asks for when it is no shell.
 pub fn shell_interpreter(script: &str, first_line: &str) -> Result<Interpreter, String> {
     let Some(line) = first_line.strip_prefix("#!") else {
-        let shell = match script.rsplit_once('.').map(|(_, ext)| ext) {
+        let ext = script
+            .rsplit_once('.')
+            .map(|(_, ext)| ext.to_ascii_lowercase());
+        let shell = match ext.as_deref() {
             Some("bash") => "bash",
             Some("zsh") => "zsh",
             _ => "sh",

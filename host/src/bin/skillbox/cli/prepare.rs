@@ -148,7 +148,7 @@ pub(super) fn run(mut args: PrepareArgs) -> Result<ExitCode, CliError> {
 /// that runs import them without compiling them (`runtime/bytecode.rs`).
 /// The runtime's own compile is cached, so the first script after this
 /// starts at once.
-fn byte_compile(site: &std::path::Path) -> Result<runtime::bytecode::Compiled, String> {
+fn byte_compile(site: &std::path::Path) -> Result<runtime::packages::Compiled, String> {
     let python = runtime::python::runtime_path()
         .ok_or("the Python runtime is not installed (scripts/install)")?;
     let sandbox = skillbox_sandbox::Sandbox::new().map_err(|e| e.to_string())?;
