@@ -23,6 +23,9 @@ import xml.dom.minidom, xml.etree.ElementTree  # noqa: E401,F401
 # What runpy.run_path imports on each call (it runs every script), done
 # once here: measured at about 8 ms of a 14 ms warm `print(1)` script.
 import pkgutil  # noqa: E401,F401
+# What skillbox_process.install patches on every run (the Unix socket
+# probe): imported from source at each run, it was 7 ms of a print(1).
+import socket  # noqa: E401,F401
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import environment
@@ -33,6 +36,10 @@ import skillbox_run
 skillbox_run.configure(full=False)
 WORKSPACE = skillbox_run.WORKSPACE
 SCRATCH = skillbox_run.SCRATCH
+# The finders of the build's folders, emptied now rather than at each run:
+# freeing them there wrote to the pages of every object they held, 2 to
+# 3 ms of a print(1), every page a copy in the run's copy-on-write memory.
+sys.path_importer_cache.clear()
 
 
 def _stdio():
