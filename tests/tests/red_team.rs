@@ -92,7 +92,7 @@ fn attack_skill(root: &Path, grants: &str) {
     std::fs::write(
         dir.join("skillbox.yaml"),
         format!(
-            "tools:\n  - component: tools/testbed.wasm\n    functions:\n{functions}grants:\n{grants}limits:\n  timeout-ms: 5000\n"
+            "tools:\n  - component: tools/testbed.wasm\n    functions:\n{functions}grants:\n{grants}limits:\n  timeout-ms: 5000\n  fuel: 60000000000\n"
         ),
     )
     .unwrap();
