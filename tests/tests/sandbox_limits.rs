@@ -44,16 +44,17 @@ async fn still_serves(sandbox: &Sandbox, tb: &LoadedComponent) {
 #[tokio::test]
 async fn infinite_loop_stops_at_the_timeout() {
     let sb = sandbox();
-    let tb = testbed(&sb);
+    stops_a_loop_at_the_timeout(&sb, &testbed(&sb)).await;
+}
+
+async fn stops_a_loop_at_the_timeout(sb: &Sandbox, tb: &LoadedComponent) {
     let limits = Limits {
         timeout: Duration::from_millis(300),
         fuel: u64::MAX,
         ..Limits::default()
     };
     let started = Instant::now();
-    let err = call(&sb, &tb, "spin", json!({}), &limits)
-        .await
-        .unwrap_err();
+    let err = call(sb, tb, "spin", json!({}), &limits).await.unwrap_err();
     let took = started.elapsed();
     assert!(matches!(err, SandboxError::Timeout { .. }), "{err}");
     // Generous for a loaded machine; unstopped, the loop never ends.
@@ -62,7 +63,7 @@ async fn infinite_loop_stops_at_the_timeout() {
         "the timeout took {took:?}, far beyond its 300 ms"
     );
     assert!(err.to_string().contains("300 ms"), "{err}");
-    still_serves(&sb, &tb).await;
+    still_serves(sb, tb).await;
 }
 
 #[tokio::test]
@@ -86,12 +87,15 @@ async fn blocking_host_call_stops_at_the_timeout() {
 #[tokio::test]
 async fn fuel_exhaustion_is_reported() {
     let sb = sandbox();
-    let tb = testbed(&sb);
+    stops_at_the_fuel_limit(&sb, &testbed(&sb)).await;
+}
+
+async fn stops_at_the_fuel_limit(sb: &Sandbox, tb: &LoadedComponent) {
     let limits = Limits {
         fuel: 5_000_000,
         ..Limits::default()
     };
-    let err = call(&sb, &tb, "burn", json!({"iterations": u64::MAX}), &limits)
+    let err = call(sb, tb, "burn", json!({"iterations": u64::MAX}), &limits)
         .await
         .unwrap_err();
     assert!(
@@ -99,19 +103,22 @@ async fn fuel_exhaustion_is_reported() {
         "{err}"
     );
     // A small job under the same budget completes.
-    let ok = call(&sb, &tb, "burn", json!({"iterations": 1000}), &limits).await;
+    let ok = call(sb, tb, "burn", json!({"iterations": 1000}), &limits).await;
     assert!(ok.is_ok(), "{ok:?}");
 }
 
 #[tokio::test]
 async fn memory_growth_past_the_cap_is_stopped() {
     let sb = sandbox();
-    let tb = testbed(&sb);
+    stops_memory_growth_at_the_cap(&sb, &testbed(&sb)).await;
+}
+
+async fn stops_memory_growth_at_the_cap(sb: &Sandbox, tb: &LoadedComponent) {
     let limits = Limits {
         memory_bytes: 32 * MIB,
         ..Limits::default()
     };
-    let err = call(&sb, &tb, "grow-memory", json!({"mib": 200}), &limits)
+    let err = call(sb, tb, "grow-memory", json!({"mib": 200}), &limits)
         .await
         .unwrap_err();
     assert!(
@@ -119,7 +126,7 @@ async fn memory_growth_past_the_cap_is_stopped() {
         "{err}"
     );
     assert!(err.to_string().contains("32 MiB"), "{err}");
-    let fits = call(&sb, &tb, "grow-memory", json!({"mib": 8}), &limits).await;
+    let fits = call(sb, tb, "grow-memory", json!({"mib": 8}), &limits).await;
     assert_eq!(fits.unwrap(), json!(8));
 }
 
@@ -127,16 +134,7 @@ async fn memory_growth_past_the_cap_is_stopped() {
 async fn runaway_recursion_is_contained() {
     let sb = sandbox();
     let tb = testbed(&sb);
-    let err = call(
-        &sb,
-        &tb,
-        "recurse",
-        json!({"depth": 100_000_000u64}),
-        &Limits::default(),
-    )
-    .await
-    .unwrap_err();
-    assert!(matches!(err, SandboxError::StackOverflow), "{err}");
+    stops_runaway_recursion(&sb, &tb).await;
     // Rust guests keep large frames on a shadow stack in linear memory;
     // overflowing that one runs off the bottom of memory, a trap.
     let err = call(
@@ -151,6 +149,14 @@ async fn runaway_recursion_is_contained() {
     assert!(matches!(err, SandboxError::Trap { .. }), "{err}");
     assert!(err.to_string().contains("deep recursion"), "{err}");
     still_serves(&sb, &tb).await;
+}
+
+async fn stops_runaway_recursion(sb: &Sandbox, tb: &LoadedComponent) {
+    let depth = json!({"depth": 100_000_000u64});
+    let err = call(sb, tb, "recurse", depth, &Limits::default())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, SandboxError::StackOverflow), "{err}");
 }
 
 #[tokio::test]
@@ -386,4 +392,82 @@ fn bytes_that_are_not_a_component_get_a_clear_error() {
     // A core module (version 1, layer 0) is not a component.
     let err = sb.load_bytes(b"\0asm\x01\0\0\0").expect_err("refused");
     assert!(err.to_string().contains("core WebAssembly module"), "{err}");
+}
+
+/// The baseline compiler's code, which a large component's first run on a
+/// machine executes, is held to the same limits as Cranelift's: the limits
+/// live in the generated code (fuel counters, epoch checks, stack and
+/// memory bounds), so each is hit again here on code only Winch compiled.
+#[tokio::test]
+async fn baseline_compiled_code_is_held_to_every_limit() {
+    if !has_a_baseline_compiler() {
+        return;
+    }
+    let options = EngineOptions {
+        baseline_only: true,
+        ..EngineOptions::default()
+    };
+    let sb = Sandbox::with_options(&options, None).expect("engine");
+    let tb = testbed(&sb);
+    assert_eq!(tb.origin, skillbox_sandbox::CompileOrigin::Quick);
+    assert!(tb.is_optimized(), "a baseline-only engine never optimizes");
+    stops_a_loop_at_the_timeout(&sb, &tb).await;
+    stops_at_the_fuel_limit(&sb, &tb).await;
+    stops_memory_growth_at_the_cap(&sb, &tb).await;
+    stops_runaway_recursion(&sb, &tb).await;
+    still_serves(&sb, &tb).await;
+}
+
+/// A large component missing from the cache runs its first call on
+/// baseline code, while the optimizing compile runs beside it; that
+/// compile's code is stored for the next process and replaces the baseline
+/// code for later calls of this one.
+#[tokio::test]
+async fn a_large_component_runs_quickly_compiled_until_its_optimized_code_is_ready() {
+    if !has_a_baseline_compiler() {
+        return;
+    }
+    let bytes = std::fs::read(component("testbed")).unwrap();
+    // Padded with a custom section to cross the size at which the quick
+    // compile starts; custom sections are not code, and the digest changes.
+    let large = with_custom_section(&bytes, skillbox_sandbox::QUICK_COMPILE_MIN_BYTES);
+    let dir = tempfile::tempdir().unwrap();
+    let cache = || Some(DiskCache::new(dir.path().to_path_buf()));
+    let first = Sandbox::with_options(&EngineOptions::default(), cache()).unwrap();
+    let loaded = first.load_bytes(&large).unwrap();
+    assert_eq!(loaded.origin, skillbox_sandbox::CompileOrigin::Quick);
+    let value = call(&first, &loaded, "noop", json!({}), &Limits::default()).await;
+    assert_eq!(value.unwrap(), json!(42));
+    loaded.wait_optimized();
+    assert!(loaded.is_optimized());
+    still_serves(&first, &loaded).await;
+
+    let second = Sandbox::with_options(&EngineOptions::default(), cache()).unwrap();
+    let cached = second.load_bytes(&large).unwrap();
+    assert_eq!(cached.origin, skillbox_sandbox::CompileOrigin::DiskCache);
+    still_serves(&second, &cached).await;
+}
+
+/// wasmtime supports its baseline compiler on x86-64 only; elsewhere
+/// every compile is Cranelift's and these tests have nothing to check.
+fn has_a_baseline_compiler() -> bool {
+    let has = cfg!(target_arch = "x86_64");
+    if !has {
+        eprintln!("skipped: no baseline compiler on this architecture");
+    }
+    has
+}
+
+/// `component` with a custom section appended that makes it at least
+/// `size` bytes long.
+fn with_custom_section(component: &[u8], size: usize) -> Vec<u8> {
+    use wasm_encoder::Encode;
+    let padding = wasm_encoder::CustomSection {
+        name: "skillbox-test-padding".into(),
+        data: vec![0; size.saturating_sub(component.len()) + 1].into(),
+    };
+    let mut out = component.to_vec();
+    out.push(0); // the custom section's id, in components as in modules
+    padding.encode(&mut out);
+    out
 }

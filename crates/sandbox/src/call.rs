@@ -212,18 +212,26 @@ async fn call_function(
 
     let io = CallIo::new(limits, net);
     let stage = begin_stage(grants, from)?;
-    let mut store = new_store(&engine.engine, &engine.scratch, grants, limits, &io, stage)?;
+    let code = component.code();
+    let mut store = new_store(
+        code.pre.engine(),
+        &engine.scratch,
+        grants,
+        limits,
+        &io,
+        stage,
+    )?;
     let started = Instant::now();
     let result_ty = func.result.clone();
-    let index = component
+    let index = code
         .index_of(&func.name)
         .ok_or_else(|| SandboxError::NoSuchFunction {
             name: function.to_string(),
             available: component.exports.names().join(", "),
         })?;
     let run = async {
-        crate::component::build_memory_images(component);
-        let instance = component.pre.instantiate_async(&mut store).await?;
+        crate::component::build_memory_images(&code);
+        let instance = code.pre.instantiate_async(&mut store).await?;
         let f = instance
             .get_func(&mut store, index)
             .ok_or_else(|| wasmtime::format_err!("export vanished after instantiation"))?;
@@ -281,15 +289,23 @@ async fn run_command(
                 .into(),
         ));
     }
+    let code = component.code();
     let command =
-        CommandPre::new(component.pre.clone()).map_err(|e| SandboxError::Load(root_message(&e)))?;
+        CommandPre::new(code.pre.clone()).map_err(|e| SandboxError::Load(root_message(&e)))?;
     let mut io = CallIo::new(limits, net);
     io.args = argv;
     io.stdin = stdin;
     let stage = begin_stage(grants, from)?;
-    let mut store = new_store(&engine.engine, &engine.scratch, grants, limits, &io, stage)?;
+    let mut store = new_store(
+        code.pre.engine(),
+        &engine.scratch,
+        grants,
+        limits,
+        &io,
+        stage,
+    )?;
     let started = Instant::now();
-    crate::component::build_memory_images(component);
+    crate::component::build_memory_images(&code);
     let run = async {
         let instance = command.instantiate_async(&mut store).await?;
         instance.wasi_cli_run().call_run(&mut store).await

@@ -1,4 +1,4 @@
-//! The one wasmtime engine of a process, and its epoch ticker.
+//! The process's wasmtime engines (optimizing and baseline), and their epoch ticker.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -6,7 +6,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use wasmtime::component::Linker;
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Strategy};
 
 use super::scratch::ScratchPool;
 use super::store::CallState;
@@ -39,6 +39,11 @@ pub struct EngineOptions {
     pub pooling: bool,
     /// Maximum wasm stack, in bytes; deeper recursion traps.
     pub max_wasm_stack: usize,
+    /// Compile every component with the baseline compiler and never
+    /// optimize it: for a process whose components run briefly once, and
+    /// for testing that the baseline compiler's code is held to every
+    /// limit. Ignored where there is no baseline compiler.
+    pub baseline_only: bool,
 }
 
 impl Default for EngineOptions {
@@ -46,6 +51,7 @@ impl Default for EngineOptions {
         EngineOptions {
             pooling: true,
             max_wasm_stack: 1 << 20,
+            baseline_only: false,
         }
     }
 }
@@ -54,8 +60,27 @@ impl Default for EngineOptions {
 pub(crate) struct SandboxEngine {
     pub(crate) engine: Engine,
     pub(crate) linker: Linker<CallState>,
+    /// wasmtime's baseline compiler, for the first run of a large
+    /// component on a machine; `None` where wasmtime does not support it
+    /// (not x86-64).
+    pub(crate) quick: Option<QuickEngine>,
+    /// [`EngineOptions::baseline_only`].
+    pub(crate) baseline_only: bool,
     pub(crate) scratch: Arc<ScratchPool>,
     ticker: Ticker,
+}
+
+/// An engine that compiles with Winch, wasmtime's baseline compiler: in a
+/// single pass, five times faster than Cranelift, to code that runs about
+/// half as fast. A large component's first run on a machine is compiled
+/// with it, so the Python runtime's first script starts in about a second
+/// instead of six; the optimizing compile follows in the background and
+/// replaces it (`component::optimize`). Same limits, fuel and epochs as
+/// the main engine; instances are allocated on demand, since it serves
+/// a few first calls and should not reserve a second pool.
+pub(crate) struct QuickEngine {
+    pub(crate) engine: Engine,
+    pub(crate) linker: Linker<CallState>,
 }
 
 /// The WebAssembly engine could not start: the system refused the virtual
@@ -77,19 +102,12 @@ impl EngineError {
 
 impl SandboxEngine {
     pub(crate) fn new(options: &EngineOptions) -> Result<Self, EngineError> {
-        let mut config = Config::new();
-        config
-            .epoch_interruption(true)
-            .consume_fuel(true)
-            .max_wasm_stack(options.max_wasm_stack)
-            // The fiber stack must hold the wasm stack plus host frames.
-            .async_stack_size(options.max_wasm_stack + (1 << 20))
-            // Exception handling, which the full Python runtime's C++ code
-            // is compiled with; wasmtime allocates exceptions on a GC heap,
-            // but the GC proposal (structs and arrays a guest manages) is
-            // not needed by any runtime here and stays off.
-            .wasm_exceptions(true)
-            .wasm_gc(false);
+        let mut config = base_config(options);
+        // Exception handling, which the full Python runtime's C++ code
+        // is compiled with; wasmtime allocates exceptions on a GC heap,
+        // but the GC proposal (structs and arrays a guest manages) is
+        // not needed by any runtime here and stays off.
+        config.wasm_exceptions(true).wasm_gc(false);
         if options.pooling {
             config.allocation_strategy(InstanceAllocationStrategy::Pooling(pooling_config()));
         }
@@ -103,21 +121,17 @@ impl SandboxEngine {
             }
             Err(e) => return Err(EngineError::at("creating the engine")(e)),
         };
-        let mut linker = Linker::new(&engine);
-        wasmtime_wasi::p2::add_to_linker_async(&mut linker)
-            .map_err(EngineError::at("linking WASI"))?;
-        // Linked for every component, so those that import it load; each
-        // request passes the call's egress policy (egress/).
-        wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
-            .map_err(EngineError::at("linking wasi:http"))?;
-        super::fsguard::add_to_linker(&mut linker)
-            .map_err(EngineError::at("linking the filesystem quotas"))?;
-        let ticker = Ticker::start(engine.clone());
+        let linker = link(&engine)?;
+        let quick = QuickEngine::new(options);
+        let mut ticking = vec![engine.clone()];
+        ticking.extend(quick.as_ref().map(|q| q.engine.clone()));
         Ok(SandboxEngine {
             engine,
             linker,
+            baseline_only: options.baseline_only && quick.is_some(),
+            quick,
             scratch: Arc::default(),
-            ticker,
+            ticker: Ticker::start(ticking),
         })
     }
 
@@ -130,6 +144,57 @@ impl Drop for SandboxEngine {
     fn drop(&mut self) {
         self.ticker.stop();
     }
+}
+
+impl QuickEngine {
+    /// `None` where Winch cannot compile for this machine: components are
+    /// then compiled by Cranelift alone, as before.
+    fn new(options: &EngineOptions) -> Option<Self> {
+        // Winch builds for aarch64 too, but wasmtime supports it only on
+        // x86-64; elsewhere Cranelift alone compiles, as it always did.
+        if !cfg!(target_arch = "x86_64") {
+            return None;
+        }
+        let mut config = base_config(options);
+        config
+            .strategy(Strategy::Winch)
+            .allocation_strategy(InstanceAllocationStrategy::OnDemand);
+        let built = Engine::new(&config)
+            .map_err(EngineError::at("creating the baseline engine"))
+            .and_then(|engine| Ok((link(&engine)?, engine)));
+        match built {
+            Ok((linker, engine)) => Some(QuickEngine { engine, linker }),
+            Err(e) => {
+                tracing::debug!(error = %e, "no baseline compiler; first runs use Cranelift");
+                None
+            }
+        }
+    }
+}
+
+/// What both engines share: limits enforced in the code they compile.
+fn base_config(options: &EngineOptions) -> Config {
+    let mut config = Config::new();
+    config
+        .epoch_interruption(true)
+        .consume_fuel(true)
+        .max_wasm_stack(options.max_wasm_stack)
+        // The fiber stack must hold the wasm stack plus host frames.
+        .async_stack_size(options.max_wasm_stack + (1 << 20));
+    config
+}
+
+/// The host interfaces every component is linked against.
+fn link(engine: &Engine) -> Result<Linker<CallState>, EngineError> {
+    let mut linker = Linker::new(engine);
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker).map_err(EngineError::at("linking WASI"))?;
+    // Linked for every component, so those that import it load; each
+    // request passes the call's egress policy (egress/).
+    wasmtime_wasi_http::p2::add_only_http_to_linker_async(&mut linker)
+        .map_err(EngineError::at("linking wasi:http"))?;
+    super::fsguard::add_to_linker(&mut linker)
+        .map_err(EngineError::at("linking the filesystem quotas"))?;
+    Ok(linker)
 }
 
 fn pooling_config() -> PoolingAllocationConfig {
@@ -167,14 +232,14 @@ fn pooling_config() -> PoolingAllocationConfig {
     pool
 }
 
-/// A thread that advances the engine's epoch every [`EPOCH_TICK`].
+/// A thread that advances the engines' epochs every [`EPOCH_TICK`].
 struct Ticker {
     stop: Arc<AtomicBool>,
     handle: Option<JoinHandle<()>>,
 }
 
 impl Ticker {
-    fn start(engine: Engine) -> Self {
+    fn start(engines: Vec<Engine>) -> Self {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let handle = std::thread::Builder::new()
@@ -182,7 +247,7 @@ impl Ticker {
             .spawn(move || {
                 while !flag.load(Ordering::Relaxed) {
                     std::thread::sleep(EPOCH_TICK);
-                    engine.increment_epoch();
+                    engines.iter().for_each(Engine::increment_epoch);
                 }
             })
             .expect("spawn the epoch ticker thread");

@@ -55,7 +55,7 @@ use tokio::sync::Semaphore;
 
 pub use cache::{DEFAULT_CACHE_MAX_BYTES, DiskCache};
 pub use call::{CallOutcome, Entry, GuestCall, PendingChanges, Usage, commit};
-pub use component::{CompileOrigin, LoadedComponent, header_problem};
+pub use component::{CompileOrigin, LoadedComponent, QUICK_COMPILE_MIN_BYTES, header_problem};
 pub use egress::{NetRequest, NetRule, NetTrace};
 pub use engine::{EngineError, EngineOptions, MAX_MEMORY_BYTES, POOL_INSTANCES};
 pub use error::{Printed, SandboxError};
@@ -66,6 +66,7 @@ pub use pending::{Compiled, PendingComponent};
 pub use program::ProgramRun;
 pub use progress::{CompileWatcher, Compiling, watch_compiles};
 
+use component::Compile;
 use engine::SandboxEngine;
 
 /// Components larger than this are refused before reading them whole.
@@ -141,7 +142,27 @@ impl Sandbox {
     }
 
     /// Loads a component file; the same bytes are compiled once per process.
+    /// A large one not in the compiled-code cache is compiled quickly for
+    /// its first calls and optimized in the background
+    /// ([`finish_optimizing`] waits for that).
     pub fn load_file(&self, path: &Path) -> Result<Arc<LoadedComponent>, SandboxError> {
+        self.load_file_with(path, Compile::QuickFirst)
+    }
+
+    /// [`Sandbox::load_file`], returning only once the component runs
+    /// optimized code, stored in the compiled-code cache: for filling the
+    /// cache ahead of the first call (`skillbox compile`, `prepare`).
+    pub fn load_file_optimized(&self, path: &Path) -> Result<Arc<LoadedComponent>, SandboxError> {
+        let loaded = self.load_file_with(path, Compile::Optimized)?;
+        loaded.wait_optimized();
+        Ok(loaded)
+    }
+
+    fn load_file_with(
+        &self,
+        path: &Path,
+        mode: Compile,
+    ) -> Result<Arc<LoadedComponent>, SandboxError> {
         let meta = component_metadata(path)?;
         let stamp = (meta.len(), meta.modified().ok());
         if let Some((len, mtime, hit)) = self.lock_loaded().by_file.get(path)
@@ -157,7 +178,7 @@ impl Sandbox {
             ))
         })?;
         let label = file_label(path);
-        let loaded = self.load_labelled(&bytes, &sha256_hex(&bytes), Some(&label))?;
+        let loaded = self.load_labelled(&bytes, &sha256_hex(&bytes), Some(&label), mode)?;
         self.lock_loaded()
             .by_file
             .insert(path.to_path_buf(), (stamp.0, stamp.1, loaded.clone()));
@@ -170,6 +191,14 @@ impl Sandbox {
         self.load_hashed(bytes, &sha256_hex(bytes))
     }
 
+    /// [`Sandbox::load_bytes`], returning only once the component runs
+    /// optimized code, as [`Sandbox::load_file_optimized`].
+    pub fn load_bytes_optimized(&self, bytes: &[u8]) -> Result<Arc<LoadedComponent>, SandboxError> {
+        let loaded = self.load_labelled(bytes, &sha256_hex(bytes), None, Compile::Optimized)?;
+        loaded.wait_optimized();
+        Ok(loaded)
+    }
+
     /// [`Sandbox::load_bytes`] for a caller that has just hashed these very
     /// bytes with [`sha256_hex`] (the skill loader checks them against the
     /// digest it recorded), so they are not hashed twice.
@@ -178,7 +207,7 @@ impl Sandbox {
         bytes: &[u8],
         key: &str,
     ) -> Result<Arc<LoadedComponent>, SandboxError> {
-        self.load_labelled(bytes, key, None)
+        self.load_labelled(bytes, key, None, Compile::QuickFirst)
     }
 
     /// [`Sandbox::load_hashed`], naming the component to the compile
@@ -188,23 +217,39 @@ impl Sandbox {
         bytes: &[u8],
         key: &str,
         label: Option<&str>,
+        mode: Compile,
     ) -> Result<Arc<LoadedComponent>, SandboxError> {
         if let Some(hit) = self.lock_loaded().by_digest.get(key) {
             return Ok(hit.clone());
         }
         let loaded = Arc::new(component::load_component(
-            &self.engine.engine,
-            &self.engine.linker,
+            &self.engine,
             bytes,
             key,
             label,
             self.cache.as_ref(),
+            mode,
         )?);
         match loaded.origin {
             CompileOrigin::DiskCache => &self.from_cache,
-            CompileOrigin::Compiled => &self.compiled,
+            _ => &self.compiled,
         }
         .fetch_add(1, Ordering::Relaxed);
+        if !loaded.is_optimized() {
+            let label = label.map_or_else(|| component::digest_label(key), str::to_string);
+            let optimizing = component::optimize(
+                &self.engine,
+                bytes.to_vec(),
+                key.to_string(),
+                self.cache.clone(),
+                loaded.clone(),
+            );
+            if let Some(optimizing) = optimizing {
+                let mut running = lock_optimizing();
+                running.retain(|(_, handle)| !handle.is_finished());
+                running.push((label, optimizing));
+            }
+        }
         self.lock_loaded()
             .by_digest
             .insert(key.to_string(), loaded.clone());
@@ -310,6 +355,33 @@ impl Sandbox {
 
     fn lock_loaded(&self) -> std::sync::MutexGuard<'_, Loaded> {
         self.loaded.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// Optimizing compiles running in the background, by the component's label.
+static OPTIMIZING: Mutex<Vec<(String, std::thread::JoinHandle<()>)>> = Mutex::new(Vec::new());
+
+fn lock_optimizing() -> std::sync::MutexGuard<'static, Vec<(String, std::thread::JoinHandle<()>)>> {
+    OPTIMIZING.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Waits for the optimizing compiles this process started after a quick
+/// first compile, which store their code in the compiled-code cache for
+/// later processes. `announce` is told the components still compiling, if
+/// any, before the wait: a command line calls this before it exits, so
+/// that the next run starts from the cache.
+pub fn finish_optimizing(announce: impl FnOnce(&[String])) {
+    let running = std::mem::take(&mut *lock_optimizing());
+    let unfinished: Vec<String> = running
+        .iter()
+        .filter(|(_, handle)| !handle.is_finished())
+        .map(|(label, _)| label.clone())
+        .collect();
+    if !unfinished.is_empty() {
+        announce(&unfinished);
+    }
+    for (_, handle) in running {
+        let _ = handle.join();
     }
 }
 

@@ -13,6 +13,10 @@ pub struct Compiling<'a> {
     pub label: &'a str,
     /// Its size in bytes.
     pub bytes: usize,
+    /// Whether this is the baseline compiler's quick compile for a first
+    /// run (the optimizing compile then follows in the background, and is
+    /// not watched: see [`crate::finish_optimizing`]).
+    pub quick: bool,
 }
 
 /// Called when a compile starts; the closure it returns is called with

@@ -58,8 +58,9 @@ pub async fn compile_site(
     runtime: &Path,
     site: &Path,
 ) -> Result<Compiled, String> {
+    // Optimized, so the compile also fills the cache for the first script.
     let component = sandbox
-        .load_file(runtime)
+        .load_file_optimized(runtime)
         .map_err(|e| format!("the Python runtime could not be loaded: {e}"))?;
     let grants = Grants {
         workspace: Some(WorkspaceGrant {

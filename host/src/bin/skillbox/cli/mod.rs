@@ -170,10 +170,16 @@ pub(crate) fn main() -> ExitCode {
     telemetry::init();
     progress::init();
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Serve(_) | Command::Agent(_)) {
+    let serving = matches!(cli.command, Command::Serve(_));
+    if !serving && !matches!(cli.command, Command::Agent(_)) {
         exit_quietly_on_a_closed_pipe();
     }
     let code = run_reporting(cli);
+    // A server stops when asked; a command stays for the optimizing
+    // compile its quick first run started, so the next run starts fast.
+    if !serving {
+        skillbox_sandbox::finish_optimizing(progress::finishing);
+    }
     telemetry::shutdown();
     code
 }

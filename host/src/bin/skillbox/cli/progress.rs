@@ -18,8 +18,9 @@ pub(super) fn init() {
     watch_compiles(Box::new(move |compiling: Compiling<'_>| {
         let label = compiling.label.to_string();
         let mib = compiling.bytes as f64 / (1 << 20) as f64;
+        let quick = compiling.quick;
         if !terminal {
-            tracing::info!(component = %label, mib, "compiling (first run on this machine)");
+            tracing::info!(component = %label, mib, quick, "compiling (first run on this machine)");
             return Box::new(move |took: Duration| {
                 tracing::info!(component = %label, seconds = took.as_secs_f64(), "compiled");
             });
@@ -44,13 +45,18 @@ pub(super) fn init() {
                         "skillbox: still compiling {label}, {} s so far",
                         started.elapsed().as_secs()
                     );
+                } else if quick {
+                    eprintln!(
+                        "skillbox: compiling {label} ({mib:.0} MiB) quickly for its first run \
+                         on this machine; the optimized code follows in the background"
+                    );
                 } else {
                     eprintln!(
                         "skillbox: compiling {label} ({mib:.0} MiB), the first run on this \
                          machine; the compiled code is kept, so later runs start at once"
                     );
-                    shown.announced = true;
                 }
+                shown.announced = true;
                 wait = EVERY;
             }
         });
@@ -63,6 +69,20 @@ pub(super) fn init() {
             let _ = done.send(());
         })
     }));
+}
+
+/// Said before a command waits at exit for the optimizing compiles its
+/// quick first run started.
+pub(super) fn finishing(labels: &[String]) {
+    let labels = labels.join(", ");
+    if std::io::stderr().is_terminal() {
+        eprintln!(
+            "skillbox: finishing the optimized compile of {labels}, kept for later runs \
+             (a few seconds, once per machine)"
+        );
+    } else {
+        tracing::info!(components = %labels, "finishing the optimized compile");
+    }
 }
 
 #[derive(Default)]
