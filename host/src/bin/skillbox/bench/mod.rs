@@ -4,6 +4,7 @@
 //! the machines this runs on are shared and noisy.
 
 mod distribution;
+mod first_run;
 mod http_load;
 mod mcp;
 mod memory;
@@ -110,15 +111,38 @@ impl Stats {
     }
 }
 
-/// Loading the component `bytes`: `compiles` times with an empty
-/// compiled-code cache (the first fills `cache`), then from `cache` in new
-/// sandboxes, as a new process would.
+/// Writes a skill folder at `dir`: its SKILL.md, then each text file at
+/// its path inside the skill.
+fn write_skill(
+    dir: &Path,
+    name: &str,
+    description: &str,
+    files: &[(&str, &str)],
+) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    std::fs::write(
+        dir.join("SKILL.md"),
+        format!("---\nname: {name}\ndescription: {description}\n---\nRun them.\n"),
+    )?;
+    for (path, text) in files {
+        let path = dir.join(path);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, text)?;
+    }
+    Ok(())
+}
+
+/// Loading the component `bytes` with the optimizing compiler: `compiles`
+/// times with an empty compiled-code cache (the first fills `cache`), then
+/// from `cache` in new sandboxes, as a new process would.
 fn load_times(bytes: &[u8], compiles: usize, cache: &Path) -> anyhow::Result<(Stats, Stats)> {
     let load = |dir: &Path| -> anyhow::Result<Duration> {
         let sandbox =
             Sandbox::with_options(&Default::default(), Some(DiskCache::new(dir.to_path_buf())))?;
         let start = Instant::now();
-        sandbox.load_bytes(bytes)?;
+        sandbox.load_bytes_optimized(bytes)?;
         Ok(start.elapsed())
     };
     let mut cold = Vec::new();
@@ -258,6 +282,19 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         None
     };
 
+    let first_run = if args.python_runtime.is_file() {
+        eprintln!(
+            "bench: the first Python script on a machine, as new CLI processes with an empty cache…"
+        );
+        Some(first_run::run(
+            &std::env::current_exe()?,
+            &args.python_runtime,
+            args.compiles,
+        )?)
+    } else {
+        None
+    };
+
     let prepared = if args.python_runtime.is_file() {
         eprintln!(
             "bench: a pypdf script (prepared from PyPI) as new CLI processes, beside the host's \
@@ -305,7 +342,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
     let ratio = ratio_f(spawns.median, calls.median);
     let mut rows = vec![
         Row::timed("sandboxed call (new store+instantiate+call)", &calls)
-            .target("≤ 50 µs", calls.median <= Duration::from_micros(50)),
+            .target("≤ 10 µs", calls.median <= Duration::from_micros(10)),
         Row::timed("  same, on-demand allocator (no pooling)", &on_demand),
         Row::timed("native process spawn (`true`)", &spawns),
         Row::figure("spawn / sandboxed call", format!("{ratio:.1}x"))
@@ -330,7 +367,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                 "MCP over HTTP, calls/s, 8 clients",
                 format!("{:.0}", m.calls_per_sec_8),
             )
-            .target("≥ 10,000", m.calls_per_sec_8 >= 10_000.0),
+            .target("≥ 20,000", m.calls_per_sec_8 >= 20_000.0),
             Row::figure(
                 "metrics counting, share of a stdio round trip",
                 format!(
@@ -441,13 +478,13 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
     if let Some(s) = &scripts {
         let ratio = ratio_f(s.python_run.median, s.rust_run.median);
         rows.extend([
-            Row::timed("Python runtime: load, empty cache (first script)", &s.cold),
+            Row::timed("Python runtime: optimizing compile, empty cache", &s.cold),
             Row::timed("Python runtime: load from disk cache", &s.from_cache).target(
                 "≤ 500 ms",
                 s.from_cache.median <= Duration::from_millis(500),
             ),
             Row::timed("Python script run, warm (call path)", &s.python_run)
-                .target("≤ 50 ms", s.python_run.median <= Duration::from_millis(50)),
+                .target("≤ 5 ms", s.python_run.median <= Duration::from_millis(5)),
             Row::timed("Rust command component run, warm", &s.rust_run),
             Row::figure("Python script / Rust command run", format!("{ratio:.1}x")),
             Row::timed(
@@ -485,6 +522,20 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                 .target("≤ 10 ms", added <= Duration::from_millis(10)),
             ]);
         }
+    }
+    if let Some(f) = &first_run {
+        rows.extend([
+            Row::timed(
+                "first Python script on a machine, to its output",
+                &f.first_output,
+            )
+            .target(
+                "≤ 1.5 s",
+                f.first_output.median <= Duration::from_millis(1500),
+            ),
+            Row::timed("  same process to exit (optimizing compile kept)", &f.exit),
+            Row::timed("  the next process, to its output", &f.second_output),
+        ]);
     }
     if let Some(p) = &prepared {
         rows.push(Row::timed(

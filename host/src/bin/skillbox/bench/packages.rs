@@ -46,18 +46,16 @@ print(len(doc.xpath('//i[@n=\"1\"]')))\n";
 fn skills() -> anyhow::Result<tempfile::TempDir> {
     let dir = tempfile::tempdir()?;
     let skill = dir.path().join("bench-packages");
-    std::fs::create_dir_all(skill.join("scripts"))?;
-    std::fs::write(
-        skill.join("SKILL.md"),
-        "---\nname: bench-packages\ndescription: Scripts for the benchmark; use for nothing else.\n---\nRun them.\n",
+    super::write_skill(
+        &skill,
+        "bench-packages",
+        "Scripts for the benchmark; use for nothing else.",
+        &[
+            ("scripts/bench_numpy.py", NUMPY),
+            ("scripts/bench_pandas.py", PANDAS),
+            ("scripts/bench_lxml.py", LXML),
+        ],
     )?;
-    for (name, body) in [
-        ("numpy.py", NUMPY),
-        ("pandas.py", PANDAS),
-        ("lxml.py", LXML),
-    ] {
-        std::fs::write(skill.join("scripts").join(format!("bench_{name}")), body)?;
-    }
     Ok(dir)
 }
 

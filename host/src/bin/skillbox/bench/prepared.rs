@@ -45,13 +45,15 @@ pub(super) fn run(
     let python_runtime = std::fs::canonicalize(python_runtime)?;
     let root = tempfile::tempdir()?;
     let skill = root.path().join("skills/bench-pdf");
-    std::fs::create_dir_all(skill.join("scripts"))?;
-    std::fs::write(
-        skill.join("SKILL.md"),
-        "---\nname: bench-pdf\ndescription: A pypdf script for the benchmark; use for nothing else.\n---\nRun it.\n",
+    super::write_skill(
+        &skill,
+        "bench-pdf",
+        "A pypdf script for the benchmark; use for nothing else.",
+        &[
+            ("requirements.txt", &format!("{REQUIREMENT}\n")),
+            ("scripts/fields.py", SCRIPT),
+        ],
     )?;
-    std::fs::write(skill.join("requirements.txt"), format!("{REQUIREMENT}\n"))?;
-    std::fs::write(skill.join("scripts/fields.py"), SCRIPT)?;
     let skillbox = |args: &[&str]| -> anyhow::Result<Output> {
         Command::new(exe)
             .args(args)

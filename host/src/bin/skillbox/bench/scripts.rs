@@ -56,15 +56,17 @@ const GRANTED_TRUE: &str = "import subprocess\nsubprocess.run(['true'], check=Tr
 fn skills(rust_command: &Path) -> anyhow::Result<tempfile::TempDir> {
     let dir = tempfile::tempdir()?;
     let skill = dir.path().join("bench-scripts");
-    std::fs::create_dir_all(skill.join("scripts"))?;
-    std::fs::write(
-        skill.join("SKILL.md"),
-        "---\nname: bench-scripts\ndescription: Scripts for the benchmark; use for nothing else.\n---\nRun them.\n",
+    super::write_skill(
+        &skill,
+        "bench-scripts",
+        "Scripts for the benchmark; use for nothing else.",
+        &[
+            ("scripts/words.py", SCRIPT),
+            ("scripts/one.py", SMALLEST),
+            ("scripts/nested.py", NESTED),
+            ("scripts/true.py", GRANTED_TRUE),
+        ],
     )?;
-    std::fs::write(skill.join("scripts/words.py"), SCRIPT)?;
-    std::fs::write(skill.join("scripts/one.py"), SMALLEST)?;
-    std::fs::write(skill.join("scripts/nested.py"), NESTED)?;
-    std::fs::write(skill.join("scripts/true.py"), GRANTED_TRUE)?;
     std::fs::copy(rust_command, skill.join("scripts/check.wasm"))?;
     std::fs::write(
         skill.join("skillbox.yaml"),
