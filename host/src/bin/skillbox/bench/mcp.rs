@@ -135,20 +135,8 @@ pub(super) async fn run(
 
     eprintln!("bench: {iterations} tools/call round trips over stdio…");
     let client = connect(exe, kit.path()).await?;
-    for _ in 0..10 {
-        client.peer().call_tool(noop()).await?;
-    }
-    let mut samples = Vec::with_capacity(iterations);
-    for _ in 0..iterations {
-        let start = Instant::now();
-        let result = client.peer().call_tool(noop()).await?;
-        samples.push(start.elapsed());
-        if result.is_error == Some(true) {
-            bail!("the benchmark tool failed: {result:?}");
-        }
-    }
+    let round_trip = round_trips(&client, noop(), iterations).await?;
     client.cancel().await?;
-    let round_trip = Stats::of(samples);
 
     eprintln!("bench: calls per second over HTTP with 1 and 8 clients ({seconds} s each)…");
     let (mut server, url) = start_http(exe, kit.path()).await?;
@@ -183,6 +171,115 @@ pub(super) async fn run(
         startup_50_locked,
         startup_3000,
     })
+}
+
+/// `iterations` timed calls of `params` after ten untimed ones.
+async fn round_trips(
+    client: &Client,
+    params: CallToolRequestParams,
+    iterations: usize,
+) -> anyhow::Result<Stats> {
+    for _ in 0..10 {
+        client.peer().call_tool(params.clone()).await?;
+    }
+    let mut samples = Vec::with_capacity(iterations);
+    for _ in 0..iterations {
+        let start = Instant::now();
+        let result = client.peer().call_tool(params.clone()).await?;
+        samples.push(start.elapsed());
+        if result.is_error == Some(true) {
+            bail!("the benchmark tool failed: {result:?}");
+        }
+    }
+    Ok(Stats::of(samples))
+}
+
+/// Other MCP servers' stdio round trips, measured after skillbox's with
+/// the same client in the same run.
+pub(super) struct SideBySide {
+    /// The official Python SDK's server, no sandbox.
+    pub python_sdk: Option<Stats>,
+    /// The server the user named with `--peer`.
+    pub peer: Option<Stats>,
+}
+
+pub(super) async fn side_by_side(
+    sdk_python: &Path,
+    peer: Option<Peer>,
+    iterations: usize,
+) -> anyhow::Result<SideBySide> {
+    let dir = tempfile::tempdir()?;
+    let python_sdk = match Peer::python_sdk(sdk_python, dir.path())? {
+        Some(sdk) => {
+            eprintln!("bench: the same round trip, official Python SDK server…");
+            Some(sdk.round_trip(iterations).await?)
+        }
+        None => {
+            eprintln!(
+                "bench: {} lacks the MCP Python SDK (pip install mcp); its row is skipped",
+                sdk_python.display()
+            );
+            None
+        }
+    };
+    let peer = match peer {
+        Some(peer) => {
+            eprintln!("bench: the same round trip, the --peer server…");
+            Some(peer.round_trip(iterations).await?)
+        }
+        None => None,
+    };
+    Ok(SideBySide { python_sdk, peer })
+}
+
+/// Another MCP server over stdio, measured beside skillbox with the same
+/// client: `command` serves `tool`, called with `arguments`.
+pub(super) struct Peer {
+    pub command: Vec<String>,
+    pub tool: String,
+    pub arguments: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Peer {
+    /// The official Python SDK serving a `noop` tool, when `python` has
+    /// the SDK (the `mcp` package); the script is written under `dir`.
+    pub(super) fn python_sdk(python: &Path, dir: &Path) -> anyhow::Result<Option<Peer>> {
+        let has_sdk = std::process::Command::new(python)
+            .args(["-c", "import mcp.server"])
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|status| status.success());
+        if !has_sdk {
+            return Ok(None);
+        }
+        let script = dir.join("python_sdk_echo.py");
+        std::fs::write(&script, include_str!("python_sdk_echo.py"))?;
+        Ok(Some(Peer {
+            command: vec![python.display().to_string(), script.display().to_string()],
+            tool: "noop".into(),
+            arguments: serde_json::Map::new(),
+        }))
+    }
+
+    /// `iterations` round trips of the peer's tool over stdio.
+    pub(super) async fn round_trip(&self, iterations: usize) -> anyhow::Result<Stats> {
+        let (program, args) = self
+            .command
+            .split_first()
+            .context("the peer's command is empty")?;
+        let mut command = tokio::process::Command::new(program);
+        command.args(args);
+        let (transport, _) = TokioChildProcess::builder(command)
+            .stderr(Stdio::null())
+            .spawn()
+            .with_context(|| format!("starting the peer server `{program}`"))?;
+        let client = ().serve(transport).await?;
+        let params =
+            CallToolRequestParams::new(self.tool.clone()).with_arguments(self.arguments.clone());
+        let stats = round_trips(&client, params, iterations).await;
+        client.cancel().await?;
+        stats
+    }
 }
 
 async fn startup(exe: &Path, skills: &Path) -> anyhow::Result<Stats> {

@@ -83,6 +83,21 @@ pub(crate) struct BenchArgs {
     /// the full Python runtime; those rows are skipped when it lacks them.
     #[arg(long, value_name = "PATH", default_value = "python3")]
     native_python: PathBuf,
+    /// A Python with the official MCP SDK (`mcp`), whose server is
+    /// measured beside skillbox's stdio round trip; skipped without it.
+    #[arg(long, value_name = "PATH", default_value = "python3")]
+    sdk_python: PathBuf,
+    /// Another MCP server to measure beside skillbox over stdio, as one
+    /// command line in shell words (for example a WebAssembly MCP runtime
+    /// serving an echo component), with `--peer-tool` and `--peer-args`.
+    #[arg(long, value_name = "COMMAND")]
+    peer: Option<String>,
+    /// The `--peer` server's tool to call.
+    #[arg(long, value_name = "NAME", default_value = "noop")]
+    peer_tool: String,
+    /// The arguments of each call of `--peer-tool`, as a JSON object.
+    #[arg(long, value_name = "JSON", default_value = "{}")]
+    peer_args: String,
     /// Skip the MCP measurements (they start server processes).
     #[arg(long)]
     no_mcp: bool,
@@ -109,6 +124,46 @@ impl Stats {
             n,
         }
     }
+}
+
+/// The `--peer` server, from its command line in shell words.
+fn peer(args: &BenchArgs) -> anyhow::Result<Option<mcp::Peer>> {
+    let Some(line) = &args.peer else {
+        return Ok(None);
+    };
+    let command = shlex::split(line)
+        .filter(|words| !words.is_empty())
+        .with_context(|| format!("--peer {line:?} is not a command line (unbalanced quotes?)"))?;
+    let arguments = serde_json::from_str(&args.peer_args)
+        .with_context(|| format!("--peer-args {:?} is not a JSON object", args.peer_args))?;
+    Ok(Some(mcp::Peer {
+        command,
+        tool: args.peer_tool.clone(),
+        arguments,
+    }))
+}
+
+/// Other servers' round trips beside skillbox's, each with the ratio.
+fn side_by_side_rows(m: &mcp::McpFigures, others: Option<&mcp::SideBySide>) -> Vec<Row> {
+    let ratio = |other: &Stats| m.round_trip.median.as_secs_f64() / other.median.as_secs_f64();
+    let mut rows = Vec::new();
+    if let Some(sdk) = others.and_then(|o| o.python_sdk.as_ref()) {
+        rows.extend([
+            Row::timed("  same tool, official Python SDK server, no sandbox", sdk),
+            Row::figure("  skillbox / Python SDK", format!("{:.2}x", ratio(sdk))),
+        ]);
+    }
+    if let Some(peer) = others.and_then(|o| o.peer.as_ref()) {
+        rows.extend([
+            Row::timed("  same, the --peer server", peer),
+            Row::figure(
+                "  skillbox / the --peer server",
+                format!("{:.2}x", ratio(peer)),
+            )
+            .target("≤ 0.5x", ratio(peer) <= 0.5),
+        ]);
+    }
+    rows
 }
 
 /// Writes a skill folder at `dir`: its SKILL.md, then each text file at
@@ -160,6 +215,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
     if args.iterations == 0 || args.compiles == 0 {
         bail!("--iterations and --compiles must be at least 1");
     }
+    let peer = peer(&args)?;
     let trivial = std::fs::read(&args.trivial).with_context(|| {
         format!(
             "cannot read {}; build the guests first (scripts/build-guests)",
@@ -248,6 +304,12 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             args.iterations,
             args.mcp_seconds,
         ))?)
+    };
+
+    let side_by_side = if args.no_mcp {
+        None
+    } else {
+        Some(runtime.block_on(mcp::side_by_side(&args.sdk_python, peer, args.iterations))?)
     };
 
     let python = if args.python.is_file() {
@@ -359,6 +421,9 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                 "≤ 150 µs",
                 m.round_trip.median <= Duration::from_micros(150),
             ),
+        ]);
+        rows.extend(side_by_side_rows(m, side_by_side.as_ref()));
+        rows.extend([
             Row::figure(
                 "MCP over HTTP, calls/s, 1 client",
                 format!("{:.0}", m.calls_per_sec_1),
