@@ -44,6 +44,12 @@ pub const DEFAULT_CACHE_MAX_BYTES: u64 = 2 << 30;
 /// store, whatever the cache's size.
 pub(crate) const UNUSED_FOR: Duration = Duration::from_secs(30 * 24 * 3600);
 
+/// A store's temporary file (`.tmp…`) untouched for this long belongs to a
+/// process killed while it wrote (an optimizing compile's store, for one)
+/// and is removed at the next store; a store in flight is younger.
+const ABANDONED_AFTER: Duration = Duration::from_secs(3600);
+const TEMPORARY_PREFIX: &str = ".tmp";
+
 /// File header: a magic tag, then the 32-byte MAC, then the compiled code.
 /// Versions 02 and 03 MAC with keyed BLAKE3 (01 used HMAC-SHA256, which
 /// took a quarter of a large component's start: 27 ms for 43 MB of code);
@@ -175,7 +181,7 @@ impl DiskCache {
         let Ok(key) = self.key(true) else { return };
         let (name, engine_hash) = Self::file_name(engine, digest_hex);
         let tag = Self::mac(&key, digest_hex, engine_hash, &code);
-        let Ok(mut tmp) = tempfile::NamedTempFile::new_in(&self.dir) else {
+        let Ok(mut tmp) = self.temporary_file() else {
             return;
         };
         let written = std::io::Write::write_all(&mut tmp, MAGIC)
@@ -188,8 +194,8 @@ impl DiskCache {
 
     /// Removes compiled files unused for [`UNUSED_FOR`], then the least
     /// recently used ones until the folder holds at most its cap; never
-    /// `keep` (the file just stored). Only files this host names
-    /// (`*.cwasm`) are touched.
+    /// `keep` (the file just stored). Only files this host names are
+    /// touched: `*.cwasm`, and its own abandoned temporary files.
     fn evict(&self, keep: &str) {
         let Ok(entries) = std::fs::read_dir(&self.dir) else {
             return;
@@ -199,7 +205,8 @@ impl DiskCache {
         for entry in entries.flatten() {
             let name = entry.file_name();
             let name = name.to_string_lossy();
-            if !name.ends_with(".cwasm") || name == keep {
+            let temporary = name.starts_with(TEMPORARY_PREFIX);
+            if !(name.ends_with(".cwasm") || temporary) || name == keep {
                 continue;
             }
             let Ok(meta) = entry.metadata() else { continue };
@@ -207,6 +214,12 @@ impl DiskCache {
                 continue;
             }
             let used = meta.modified().unwrap_or(now);
+            if temporary {
+                if now.duration_since(used).unwrap_or_default() > ABANDONED_AFTER {
+                    let _ = std::fs::remove_file(entry.path());
+                }
+                continue;
+            }
             if now.duration_since(used).unwrap_or_default() > UNUSED_FOR {
                 let _ = std::fs::remove_file(entry.path());
                 continue;
@@ -226,6 +239,14 @@ impl DiskCache {
         }
     }
 
+    /// A file to write and then rename into place, named so that
+    /// [`DiskCache::evict`] recognizes it if its writer is killed.
+    fn temporary_file(&self) -> std::io::Result<tempfile::NamedTempFile> {
+        tempfile::Builder::new()
+            .prefix(TEMPORARY_PREFIX)
+            .tempfile_in(&self.dir)
+    }
+
     /// The MAC key, created on first use when `create` is set.
     fn key(&self, create: bool) -> Result<Vec<u8>, &'static str> {
         let path = self.dir.join(KEY_FILE);
@@ -234,8 +255,7 @@ impl DiskCache {
             std::fs::File::open("/dev/urandom")
                 .and_then(|mut r| std::io::Read::read_exact(&mut r, &mut key))
                 .map_err(|_| "no random source for the cache key")?;
-            let mut tmp =
-                tempfile::NamedTempFile::new_in(&self.dir).map_err(|_| "cannot write the key")?;
+            let mut tmp = self.temporary_file().map_err(|_| "cannot write the key")?;
             std::io::Write::write_all(&mut tmp, &key).map_err(|_| "cannot write the key")?;
             // Another process may have created it meanwhile; keep theirs.
             let _ = tmp.persist_noclobber(&path);
@@ -357,21 +377,25 @@ mod tests {
         file(dir.path(), "new-v3.cwasm", 400, Duration::ZERO);
         file(dir.path(), "forgotten-v2.cwasm", 10, UNUSED_FOR + hour);
         file(dir.path(), ".key", 32, 3 * hour);
+        // A killed process's store, and one in flight.
+        file(dir.path(), ".tmpAbandoned", 4000, 2 * hour);
+        file(dir.path(), ".tmpWriting", 4000, Duration::ZERO);
         let cache = DiskCache::new(dir.path().to_path_buf()).with_max_bytes(1000);
 
         cache.evict("new-v3.cwasm");
         // 1200 bytes of code under a 1000-byte cap: the least recently used
-        // goes, the one unused for a month goes whatever the size, and the
-        // key is never touched.
+        // goes, the one unused for a month goes whatever the size, the
+        // abandoned temporary file goes, and neither the key nor a store in
+        // flight is touched.
         assert_eq!(
             names(dir.path()),
-            [".key", "new-v3.cwasm", "recent-v3.cwasm"]
+            [".key", ".tmpWriting", "new-v3.cwasm", "recent-v3.cwasm"]
         );
 
         // The file just stored stays even when it alone is over the cap.
         let tiny = cache.with_max_bytes(100);
         tiny.evict("new-v3.cwasm");
-        assert_eq!(names(dir.path()), [".key", "new-v3.cwasm"]);
+        assert_eq!(names(dir.path()), [".key", ".tmpWriting", "new-v3.cwasm"]);
     }
 
     #[test]
