@@ -10,6 +10,7 @@
 mod agent;
 mod agent_memory;
 mod authoring;
+mod ci_agent;
 mod cli;
 mod distribution;
 mod foreign;

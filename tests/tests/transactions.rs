@@ -17,7 +17,7 @@ use skillbox_e2e::mcp::{Recorder, connect_stdio_as};
 use skillbox_e2e::{Run, component, skillbox, workspace};
 
 /// A skill `stager` whose one tool runs the testbed's `stage-steps`.
-fn stager() -> tempfile::TempDir {
+pub(crate) fn stager() -> tempfile::TempDir {
     let root = tempfile::tempdir().unwrap();
     let dir = root.path().join("stager");
     std::fs::create_dir_all(dir.join("tools")).unwrap();
@@ -35,10 +35,10 @@ fn stager() -> tempfile::TempDir {
     root
 }
 
-const TOOL: &str = "stager__stage-steps";
+pub(crate) const TOOL: &str = "stager__stage-steps";
 
 /// Every file and folder under `dir`, with the files' bytes.
-fn tree(dir: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
+pub(crate) fn tree(dir: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
     let mut out = BTreeMap::new();
     fn walk(root: &Path, dir: &Path, out: &mut BTreeMap<String, Option<Vec<u8>>>) {
         for entry in std::fs::read_dir(dir).unwrap().flatten() {
@@ -68,7 +68,7 @@ fn tree(dir: &Path) -> BTreeMap<String, Option<Vec<u8>>> {
     out
 }
 
-fn seeded() -> tempfile::TempDir {
+pub(crate) fn seeded() -> tempfile::TempDir {
     workspace(&[
         ("a.txt", "alpha\n"),
         ("b.txt", "bravo\n"),
