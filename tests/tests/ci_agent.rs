@@ -24,9 +24,15 @@ struct CiRun {
     out: tempfile::TempDir,
 }
 
+/// The writes of the agent in most tests.
+const EDITS: &[&str] = &[
+    "write /workspace/a.txt alpha\nedited by the agent\n",
+    "write /workspace/notes.md - checked\n",
+];
+
 /// Runs `scripts/ci-agent` in `mode` on `ws` with the stager skill, its
-/// model answering with one write and a final message.
-fn ci_agent(ws: &Path, mode: &str) -> Option<(CiRun, FakeModel)> {
+/// model answering with one call of `steps` and a final message.
+fn ci_agent(ws: &Path, mode: &str, steps: &[&str]) -> Option<(CiRun, FakeModel)> {
     if std::process::Command::new("jq")
         .arg("--version")
         .output()
@@ -40,11 +46,7 @@ fn ci_agent(ws: &Path, mode: &str) -> Option<(CiRun, FakeModel)> {
         return None;
     }
     let kit = stager();
-    let steps = json!({"steps": [
-        "write /workspace/a.txt alpha\nedited by the agent\n",
-        "write /workspace/notes.md - checked\n",
-    ]})
-    .to_string();
+    let steps = json!({ "steps": steps }).to_string();
     let model = FakeModel::start(vec![
         openai_calls(&[("c0", "load_skill", r#"{"name": "stager"}"#)], (100, 10)),
         openai_calls(&[("c1", TOOL, &steps)], (120, 12)),
@@ -111,7 +113,7 @@ fn the_key_reached_only_the_provider(ci: &CiRun, model: &FakeModel) {
 fn patch_mode_leaves_the_checkout_and_writes_a_patch_outputs_and_a_summary() {
     let ws = seeded();
     let before = tree(ws.path());
-    let Some((ci, model)) = ci_agent(ws.path(), "patch") else {
+    let Some((ci, model)) = ci_agent(ws.path(), "patch", EDITS) else {
         return;
     };
     assert_eq!(ci.run.code, 0, "{:?}", ci.run);
@@ -163,7 +165,7 @@ fn patch_mode_leaves_the_checkout_and_writes_a_patch_outputs_and_a_summary() {
 #[test]
 fn write_mode_changes_the_checkout() {
     let ws = seeded();
-    let Some((ci, model)) = ci_agent(ws.path(), "write") else {
+    let Some((ci, model)) = ci_agent(ws.path(), "write", EDITS) else {
         return;
     };
     assert_eq!(ci.run.code, 0, "{:?}", ci.run);
@@ -174,8 +176,49 @@ fn write_mode_changes_the_checkout() {
     );
     assert_eq!(after["notes.md"], Some(b"- checked\n".to_vec()));
     assert!(ci.summary.contains("| write | 3 | 2 |"), "{}", ci.summary);
-    assert!(!ci.summary.contains("untouched"), "{}", ci.summary);
+    assert!(
+        ci.summary.contains("Applied to the checkout."),
+        "{}",
+        ci.summary
+    );
     the_key_reached_only_the_provider(&ci, &model);
+}
+
+/// A hook or a config under `.git` would run outside the sandbox at the
+/// next commit: write mode lands nothing when the agent wrote there, not
+/// even its other changes.
+#[test]
+fn write_mode_lands_nothing_when_the_agent_wrote_under_dot_git() {
+    let ws = seeded();
+    std::fs::create_dir_all(ws.path().join(".git")).unwrap();
+    std::fs::write(ws.path().join(".git/config"), "[core]\n").unwrap();
+    let before = tree(ws.path());
+    let steps = [
+        "write /workspace/a.txt alpha\nedited by the agent\n",
+        "write /workspace/.git/config [core]\n\tfsmonitor = touch /tmp/owned\n",
+    ];
+    let Some((ci, _model)) = ci_agent(ws.path(), "write", &steps) else {
+        return;
+    };
+    assert_eq!(ci.run.code, 10, "{:?}", ci.run);
+    assert_eq!(tree(ws.path()), before, "write mode changed the checkout");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join(".git/config")).unwrap(),
+        "[core]\n"
+    );
+    assert!(ci.outputs.contains("exit-code=10"), "{}", ci.outputs);
+    assert!(
+        ci.summary.contains("**Not applied to the checkout.**"),
+        "{}",
+        ci.summary
+    );
+    assert!(
+        ci.run
+            .stdout
+            .contains("::error title=skillbox agent::its changes did not apply"),
+        "{:?}",
+        ci.run
+    );
 }
 
 #[test]
