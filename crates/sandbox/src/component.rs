@@ -216,7 +216,9 @@ fn watched(
         quick,
     });
     let component = compile();
-    if let Some(ended) = ended {
+    // A compile that failed (the baseline compiler refusing a proposal it
+    // lacks, before Cranelift takes over) is not reported as compiled.
+    if let (Some(ended), Ok(_)) = (ended, &component) {
         ended(started.elapsed());
     }
     component

@@ -20,7 +20,7 @@ pub struct Compiling<'a> {
 }
 
 /// Called when a compile starts; the closure it returns is called with
-/// the time it took when it ends.
+/// the time it took when it succeeds, and dropped uncalled when it fails.
 pub type CompileWatcher =
     Box<dyn Fn(Compiling<'_>) -> Box<dyn FnOnce(Duration) + Send> + Send + Sync>;
 
