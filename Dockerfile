@@ -19,8 +19,10 @@ RUN scripts/build-guests \
 
 # ---- runtime ----------------------------------------------------------------
 FROM debian:bookworm-slim AS runtime
+# git: skills added from git references, and the agent Job's checkout
+# (deploy/kubernetes/agent-job.yaml).
 RUN apt-get update \
- && apt-get install -y --no-install-recommends ca-certificates \
+ && apt-get install -y --no-install-recommends ca-certificates git \
  && rm -rf /var/lib/apt/lists/* \
  && groupadd --gid 10001 skillbox \
  && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \

@@ -8,6 +8,7 @@
 //! test invokes cargo.
 
 mod agent;
+mod agent_job;
 mod agent_memory;
 mod authoring;
 mod ci_agent;

@@ -25,8 +25,13 @@ use skillbox::agent::{
 pub(super) struct AgentArgs {
     /// The task. Start it with `/skill:NAME args` to invoke a skill
     /// explicitly. With --replay, the recorded task is used.
-    #[arg(required_unless_present = "replay")]
+    #[arg(required_unless_present_any = ["replay", "task_file"])]
     task: Option<String>,
+    /// Read the task from this file (`-`: standard input) instead: a task
+    /// too long for a command line, or one a CI job or a Kubernetes Job
+    /// mounts from its work list.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["task", "replay"])]
+    task_file: Option<PathBuf>,
     /// The model: openai:MODEL (OPENAI_BASE_URL, OPENAI_API_KEY) or anthropic:MODEL (ANTHROPIC_API_KEY).
     #[arg(
         long,
@@ -122,6 +127,10 @@ pub(super) fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
     if let Some(recording) = recording {
         return replay(&args, &recording);
     }
+    let task = match &args.task_file {
+        Some(path) => read_task_file(path)?,
+        None => args.task.clone().unwrap_or_default(),
+    };
     let provider = match Provider::from_spec(
         &args.model,
         args.base_url.as_deref(),
@@ -134,7 +143,6 @@ pub(super) fn agent(args: AgentArgs) -> Result<ExitCode, CliError> {
             return Ok(ExitCode::from(Stop::PROVIDER_EXIT_CODE));
         }
     };
-    let task = args.task.clone().unwrap_or_default();
     let run = run_agent(&args, provider, &task, Limits::of(&args, None), None)?;
     Ok(report(&args, run))
 }
@@ -350,6 +358,48 @@ fn report(args: &AgentArgs, run: Run) -> ExitCode {
         println!("{}", outcome.answer);
     }
     ExitCode::from(code)
+}
+
+/// The most a task file may hold. A task is a prompt: past this it is
+/// almost certainly the wrong file, and it would not fit a context anyway.
+const MAX_TASK_FILE_BYTES: u64 = 256 * 1024;
+
+/// `--task-file`: the task, as text, from a file or standard input.
+fn read_task_file(path: &std::path::Path) -> Result<String, CliError> {
+    use std::io::Read;
+    let shown = path.display();
+    let reader: Box<dyn Read> = if path.as_os_str() == "-" {
+        Box::new(std::io::stdin())
+    } else {
+        Box::new(std::fs::File::open(path).map_err(|e| {
+            CliError::Usage(format!(
+                "--task-file: cannot open {shown}: {e}; name a file that holds the task"
+            ))
+        })?)
+    };
+    let mut bytes = Vec::new();
+    reader
+        .take(MAX_TASK_FILE_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| CliError::Usage(format!("--task-file: cannot read {shown}: {e}")))?;
+    if bytes.len() as u64 > MAX_TASK_FILE_BYTES {
+        return Err(CliError::Usage(format!(
+            "--task-file: {shown} is larger than {} KiB, which no task needs; is it the right file?",
+            MAX_TASK_FILE_BYTES / 1024
+        )));
+    }
+    let task = String::from_utf8(bytes).map_err(|_| {
+        CliError::Usage(format!(
+            "--task-file: {shown} is not UTF-8 text; save the task as UTF-8"
+        ))
+    })?;
+    let task = task.trim();
+    if task.is_empty() {
+        return Err(CliError::Usage(format!(
+            "--task-file: {shown} is empty; write the task in it"
+        )));
+    }
+    Ok(task.to_owned())
 }
 
 /// `--replay`: the recording's replies for a model, its task and limits,
