@@ -106,7 +106,8 @@ pub mod mcp {
     };
     pub use skillbox_mcp::{
         DEFAULT_CATALOG_BUDGET, DEFAULT_CONFIRM_TIMEOUT, DEFAULT_MAX_TASKS, DEFAULT_OUTPUT_BUDGET,
-        DEFAULT_TASK_AFTER, DEFAULT_TASK_TTL, Server, ServerBuilder, ToolsMode,
+        DEFAULT_TASK_AFTER, DEFAULT_TASK_TTL, Server, ServerBuilder, StateError, StateStore,
+        ToolsMode,
     };
 }
 

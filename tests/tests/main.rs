@@ -35,6 +35,7 @@ mod run_code;
 mod sandbox_fs;
 mod sandbox_limits;
 mod script_http;
+mod shared_state;
 mod skills_catalog;
 mod skills_cli;
 mod skills_collections;

@@ -23,7 +23,7 @@ fn args(value: Value) -> Map<String, Value> {
     map
 }
 
-fn write_call(contents: &str) -> CallToolRequestParams {
+pub(crate) fn write_call(contents: &str) -> CallToolRequestParams {
     CallToolRequestParams::new("testkit__write-file").with_arguments(args(
         json!({"path": "/workspace/out.txt", "contents": contents}),
     ))
@@ -31,7 +31,7 @@ fn write_call(contents: &str) -> CallToolRequestParams {
 
 /// The flags of a server over the testkit with a writable workspace, where
 /// every write is confirmed.
-fn confirm_flags<'a>(kit: &'a Path, ws: &'a Path, audit: &'a Path) -> Vec<&'a str> {
+pub(crate) fn confirm_flags<'a>(kit: &'a Path, ws: &'a Path, audit: &'a Path) -> Vec<&'a str> {
     let mut flags = testkit_flags(kit);
     flags.extend([
         "--workspace",

@@ -45,7 +45,7 @@ impl Host {
         let question = self.question_of(call, target);
         if self.stages_first(call) {
             if let Some(asked) = self.held.question_for(&question.digest)
-                && let Some(yes) = carried(call.caller, &asked)
+                && let Some(yes) = carried(call.caller, &asked).await
                 && let Some(held) = self.held.take(&asked.digest, &question.digest)
             {
                 return Authorized::Done(Box::new(self.answer_held(call, held, Some(yes)).await));
@@ -53,11 +53,7 @@ impl Host {
             call.asks_after = Some(question);
             return Authorized::Run;
         }
-        let answer = match carried(call.caller, &question) {
-            Some(true) => Answer::Yes,
-            Some(false) => Answer::No,
-            None => ask(call, &question).await,
-        };
+        let answer = carried_or_ask(call, &question).await;
         let refusal = match answer {
             Answer::Yes => {
                 // The call's time, for the audit and the metrics, starts
@@ -124,7 +120,9 @@ impl Host {
             stage,
             reply,
         ));
-        let answer = ask(call, &question).await;
+        // A retry through another replica, which did not hold the call,
+        // ran it again: an answer it carries to this very diff settles it.
+        let answer = carried_or_ask(call, &question).await;
         call.started = Instant::now();
         let needs_answer = || CallError::NeedsConfirmation {
             question: Box::new(question.clone()),
@@ -313,8 +311,17 @@ impl Host {
 }
 
 /// The answer the caller's request already carries to `question`.
-fn carried(caller: &Caller, question: &Question) -> Option<bool> {
-    caller.asker.as_ref()?.0.carried(question)
+async fn carried(caller: &Caller, question: &Question) -> Option<bool> {
+    caller.asker.as_ref()?.0.carried(question).await
+}
+
+/// The answer this request carries to `question`, else the user's.
+async fn carried_or_ask(call: &Call<'_>, question: &Question) -> Answer {
+    match carried(call.caller, question).await {
+        Some(true) => Answer::Yes,
+        Some(false) => Answer::No,
+        None => ask(call, question).await,
+    }
 }
 
 /// Puts `question` to the caller's user; a caller no one can ask, and a

@@ -87,9 +87,10 @@ pub enum Answer {
 /// path decides when to ask, and what an answer is worth.
 pub trait Ask: Send + Sync {
     /// The answer this very request already carries to `question` (a
-    /// stateless client's retry), checked before anyone is asked.
-    fn carried(&self, _question: &Question) -> Option<bool> {
-        None
+    /// stateless client's retry), checked before anyone is asked. Taking
+    /// it may spend it in a store other replicas share, hence async.
+    fn carried<'a>(&'a self, _question: &'a Question) -> BoxFuture<'a, Option<bool>> {
+        Box::pin(async { None })
     }
 
     /// Puts `question` to the user and waits for the answer.

@@ -39,8 +39,8 @@ struct Scripted {
 }
 
 impl Ask for Scripted {
-    fn carried(&self, _question: &Question) -> Option<bool> {
-        self.carried
+    fn carried<'a>(&'a self, _question: &'a Question) -> BoxFuture<'a, Option<bool>> {
+        Box::pin(async move { self.carried })
     }
 
     fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer> {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::server::{ServeOptions, Shared, ToolsMode};
+use super::shared_state::StateStore;
 use super::{banner, reload, stdio};
 use skillbox_call::Skillbox;
 
@@ -36,6 +37,7 @@ pub struct Server {
 pub struct ServerBuilder {
     skillbox: Skillbox,
     options: ServeOptions,
+    state: Option<Arc<StateStore>>,
 }
 
 impl Server {
@@ -44,6 +46,7 @@ impl Server {
         ServerBuilder {
             skillbox: skillbox.clone(),
             options: ServeOptions::default(),
+            state: None,
         }
     }
 
@@ -108,6 +111,7 @@ impl Server {
     pub(crate) fn warm_up(&self) {
         if self.shared.claim_warm_up() {
             tokio::spawn(super::ops::warm_up(self.shared.clone()));
+            tokio::spawn(super::ops::watch_state(self.shared.clone()));
         }
     }
 }
@@ -170,11 +174,27 @@ impl ServerBuilder {
         self
     }
 
+    /// Where what replicas share is kept ([`StateStore::redis`]): the key
+    /// sealing confirmation state and the approvals spent. By default this
+    /// process keeps them ([`StateStore::local`]).
+    pub fn state(mut self, store: StateStore) -> Self {
+        self.state = Some(Arc::new(store));
+        self
+    }
+
     /// Builds the server. Fails only when the system's random source
     /// cannot seed the key that seals confirmation state.
     pub fn build(self) -> std::io::Result<Server> {
+        let state = match self.state {
+            Some(state) => state,
+            None => Arc::new(StateStore::local()?),
+        };
         Ok(Server {
-            shared: Arc::new(Shared::new(self.skillbox.host().clone(), self.options)?),
+            shared: Arc::new(Shared::new(
+                self.skillbox.host().clone(),
+                self.options,
+                state,
+            )),
             skillbox: self.skillbox,
         })
     }

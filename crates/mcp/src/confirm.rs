@@ -5,13 +5,13 @@
 //! `requestState` it was given.
 //!
 //! The `requestState` is sealed with an HMAC under a key only this process
-//! holds. It names the question's digest (the tool, its arguments, the
-//! component's digest and the grants), a fresh nonce and an expiry, and the
-//! seal also covers the principal that was asked. So an answer counts only
+//! holds (or only the replicas sharing a state store: shared_state.rs). It
+//! names the question's digest (the tool, its arguments, the component's
+//! digest and the grants), a fresh nonce and an expiry, and the seal also
+//! covers the principal that was asked. So an answer counts only
 //! for the call it was asked about, only from the client it was asked of,
 //! only once, and only until the confirmation timeout.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -30,6 +30,7 @@ use subtle::ConstantTimeEq;
 use tokio::sync::watch;
 
 use super::peer;
+use super::shared_state::{SpentNonces, StateStore};
 use skillbox_call::{Answer, Ask, Question};
 
 /// The key of the confirmation in `inputRequests` / `inputResponses`.
@@ -52,13 +53,11 @@ pub(crate) enum Asked {
     CannotAsk,
 }
 
-/// Seals and opens `requestState` values, and remembers which were spent.
+/// Seals and opens `requestState` values under the key of the state
+/// store, which also records which were spent (shared_state.rs).
 pub(crate) struct StateSeal {
-    key: [u8; 32],
     timeout: Duration,
-    /// Nonces of answers already used, with their expiry (Unix seconds);
-    /// an entry is dropped once its state could not be opened anyway.
-    spent: Mutex<HashMap<String, u64>>,
+    store: Arc<StateStore>,
 }
 
 /// What a sealed state names.
@@ -71,14 +70,8 @@ struct Sealed<'a> {
 const STATE_VERSION: &str = "v2";
 
 impl StateSeal {
-    pub(crate) fn new(timeout: Duration) -> std::io::Result<Self> {
-        let mut key = [0u8; 32];
-        std::io::Read::read_exact(&mut std::fs::File::open("/dev/urandom")?, &mut key)?;
-        Ok(StateSeal {
-            key,
-            timeout,
-            spent: Mutex::new(HashMap::new()),
-        })
+    pub(crate) fn new(timeout: Duration, store: Arc<StateStore>) -> Self {
+        StateSeal { timeout, store }
     }
 
     pub(crate) fn timeout(&self) -> Duration {
@@ -86,7 +79,8 @@ impl StateSeal {
     }
 
     fn tag(&self, sealed: &Sealed<'_>, principal: &str) -> Vec<u8> {
-        let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key");
+        let key = self.store.seal_key();
+        let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes any key");
         for part in [
             "skillbox confirm v2",
             sealed.nonce,
@@ -116,14 +110,9 @@ impl StateSeal {
         ))
     }
 
-    /// Whether `state` answers the question with `digest`: this process
-    /// sealed it for `principal` and that question, it has not expired,
-    /// and it was not used before. Opening it uses it up.
-    fn open(&self, state: &str, principal: &str, digest: &str) -> bool {
-        self.open_inner(state, principal, digest).is_some()
-    }
-
-    fn open_inner(&self, state: &str, principal: &str, expected: &str) -> Option<()> {
+    /// What `state` names, if a replica sharing this key sealed it for
+    /// `principal` and it has not expired. Spent or not is the store's.
+    fn verify<'s>(&self, state: &'s str, principal: &str) -> Option<Sealed<'s>> {
         let mut parts = state.splitn(5, '.');
         let (version, nonce, expires, digest, tag) = (
             parts.next()?,
@@ -138,28 +127,40 @@ impl StateSeal {
             digest,
         };
         let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
-        let genuine = version == STATE_VERSION
-            && digest == expected
-            && bool::from(self.tag(&sealed, principal).ct_eq(&tag));
-        let now = unix_now();
-        if !genuine || expires < now {
-            return None;
+        let genuine =
+            version == STATE_VERSION && bool::from(self.tag(&sealed, principal).ct_eq(&tag));
+        (genuine && expires >= unix_now()).then_some(sealed)
+    }
+
+    /// Whether `state` answers the question with `expected`: a replica
+    /// sharing this key sealed it for `principal` and that question, it
+    /// has not expired, and it was not spent before. Opening it spends it,
+    /// once across every replica of the store.
+    async fn spend(&self, state: &str, principal: &str, expected: &str) -> bool {
+        match self.verify(state, principal) {
+            Some(sealed) if sealed.digest == expected => {
+                self.store.spend(sealed.nonce, sealed.expires).await
+            }
+            _ => false,
         }
-        let mut spent = self.spent.lock().unwrap_or_else(|e| e.into_inner());
-        spent.retain(|_, until| *until >= now);
-        spent
-            .insert(nonce.to_string(), expires)
-            .is_none()
-            .then_some(())
+    }
+
+    /// [`Self::spend`] for a state that must answer `expected`, against
+    /// `spent` in this process: for the fuzz target and unit tests.
+    fn open(&self, state: &str, principal: &str, expected: &str, spent: &SpentNonces) -> bool {
+        self.verify(state, principal)
+            .is_some_and(|s| s.digest == expected && spent.spend(s.nonce, s.expires))
     }
 }
 
 /// For the fuzz target: an arbitrary `state` opens nothing, and a state
 /// sealed for `digest` and `principal` opens once, for them only.
 pub fn check_states(state: &str, digest: &str, principal: &str) {
-    let seal = StateSeal::new(Duration::from_secs(300)).expect("a key");
+    let store = Arc::new(StateStore::local().expect("a key"));
+    let seal = StateSeal::new(Duration::from_secs(300), store);
+    let spent = SpentNonces::default();
     assert!(
-        !seal.open(state, principal, digest),
+        !seal.open(state, principal, digest, &spent),
         "a forged state opened"
     );
     let Ok(sealed) = seal.seal(digest, principal) else {
@@ -167,20 +168,20 @@ pub fn check_states(state: &str, digest: &str, principal: &str) {
     };
     let other = format!("{principal}x");
     assert!(
-        !seal.open(&sealed, &other, digest),
+        !seal.open(&sealed, &other, digest, &spent),
         "opened for another principal"
     );
     assert!(
-        seal.open(&sealed, principal, digest),
+        seal.open(&sealed, principal, digest, &spent),
         "a genuine state did not open"
     );
     assert!(
-        !seal.open(&sealed, principal, digest),
+        !seal.open(&sealed, principal, digest, &spent),
         "a state opened twice"
     );
 }
 
-fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -193,9 +194,10 @@ fn asked_of(context: &RequestContext<RoleServer>) -> String {
 }
 
 /// The answer a retried stateless request carries, if it answers a question
-/// this server asked this client about this very call, and the client
-/// declared it can ask its user at all.
-pub(crate) fn answer_in(
+/// a replica sharing this seal asked this client about this very call, and
+/// the client declared it can ask its user at all. Taking it spends it,
+/// once across the replicas sharing the store.
+pub(crate) async fn answer_in(
     seal: &StateSeal,
     question: &Question,
     context: &RequestContext<RoleServer>,
@@ -207,7 +209,8 @@ pub(crate) fn answer_in(
     }
     let response: ElicitResult =
         serde_json::from_value(responses?.get(CONFIRM_KEY)?.clone()).ok()?;
-    seal.open(state?, &asked_of(context), &question.digest)
+    seal.spend(state?, &asked_of(context), &question.digest)
+        .await
         .then(|| approved(&response))
 }
 
@@ -310,14 +313,14 @@ impl ClientAsker {
 }
 
 impl Ask for ClientAsker {
-    fn carried(&self, question: &Question) -> Option<bool> {
-        answer_in(
+    fn carried<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Option<bool>> {
+        Box::pin(answer_in(
             &self.seal,
             question,
             &self.context,
             self.responses.as_ref(),
             self.state.as_deref(),
-        )
+        ))
     }
 
     fn ask<'a>(&'a self, question: &'a Question) -> BoxFuture<'a, Answer> {
@@ -372,41 +375,49 @@ mod tests {
 
     const DIGEST: &str = "sha256:00ab";
 
+    fn local_seal(timeout: Duration) -> StateSeal {
+        StateSeal::new(timeout, Arc::new(StateStore::local().unwrap()))
+    }
+
     #[test]
     fn a_state_opens_once_for_the_principal_it_was_sealed_for() {
-        let seal = StateSeal::new(Duration::from_secs(60)).unwrap();
+        let seal = local_seal(Duration::from_secs(60));
+        let spent = SpentNonces::default();
         let state = seal.seal(DIGEST, "ip:127.0.0.1").unwrap();
         assert!(
-            !seal.open(&state, "ip:127.0.0.2", DIGEST),
+            !seal.open(&state, "ip:127.0.0.2", DIGEST, &spent),
             "another principal"
         );
         assert!(
-            !seal.open(&state, "ip:127.0.0.1", "sha256:00ac"),
+            !seal.open(&state, "ip:127.0.0.1", "sha256:00ac", &spent),
             "another call"
         );
-        assert!(seal.open(&state, "ip:127.0.0.1", DIGEST));
-        assert!(!seal.open(&state, "ip:127.0.0.1", DIGEST), "a replay");
+        assert!(seal.open(&state, "ip:127.0.0.1", DIGEST, &spent));
+        assert!(
+            !seal.open(&state, "ip:127.0.0.1", DIGEST, &spent),
+            "a replay"
+        );
 
         let other = seal.seal(DIGEST, "sub:alice").unwrap();
         let forged = other.replace("sha256:00ab", "sha256:00ac");
         assert!(
-            !seal.open(&forged, "sub:alice", "sha256:00ac"),
+            !seal.open(&forged, "sub:alice", "sha256:00ac", &spent),
             "a digest edited"
         );
-        let elsewhere = StateSeal::new(Duration::from_secs(60))
-            .unwrap()
+        let elsewhere = local_seal(Duration::from_secs(60))
             .seal(DIGEST, "sub:alice")
             .unwrap();
         assert!(
-            !seal.open(&elsewhere, "sub:alice", DIGEST),
+            !seal.open(&elsewhere, "sub:alice", DIGEST, &spent),
             "another process"
         );
-        assert!(seal.open(&other, "sub:alice", DIGEST));
+        assert!(seal.open(&other, "sub:alice", DIGEST, &spent));
     }
 
     #[test]
     fn a_state_expires() {
-        let seal = StateSeal::new(Duration::ZERO).unwrap();
+        let seal = local_seal(Duration::ZERO);
+        let spent = SpentNonces::default();
         let state = seal.seal(DIGEST, "stdio").unwrap();
         let (head, tag) = state.rsplit_once('.').unwrap();
         let mut parts: Vec<&str> = head.split('.').collect();
@@ -414,7 +425,7 @@ mod tests {
         parts[2] = &past;
         let moved = format!("{}.{tag}", parts.join("."));
         assert!(
-            !seal.open(&moved, "stdio", DIGEST),
+            !seal.open(&moved, "stdio", DIGEST, &spent),
             "an expiry moved by hand"
         );
         let old = Sealed {
@@ -424,6 +435,6 @@ mod tests {
         };
         let tag = URL_SAFE_NO_PAD.encode(seal.tag(&old, "stdio"));
         let expired = format!("v2.n.{}.{DIGEST}.{tag}", old.expires);
-        assert!(!seal.open(&expired, "stdio", DIGEST), "expired");
+        assert!(!seal.open(&expired, "stdio", DIGEST, &spent), "expired");
     }
 }

@@ -48,6 +48,7 @@ mod resources;
 pub mod results;
 mod server;
 mod session;
+mod shared_state;
 mod skills_ext;
 pub mod stdio;
 mod tasks;
@@ -68,6 +69,7 @@ pub use http_streams::{DEFAULT_MAX_STREAMS_PER_CLIENT, STREAM_IDLE_TIMEOUT};
 pub use oauth::{DocumentError, OAuthOptions, OAuthStartError, Verifier as OAuthVerifier};
 pub use results::DEFAULT_OUTPUT_BUDGET;
 pub use session::Session;
+pub use shared_state::{StateError, StateStore};
 pub use tasks::{DEFAULT_MAX_TASKS, DEFAULT_TASK_AFTER, DEFAULT_TASK_TTL};
 /// The default token budget of the resident skill catalog.
 pub const DEFAULT_CATALOG_BUDGET: usize = skill::resident::DEFAULT_BUDGET_TOKENS;

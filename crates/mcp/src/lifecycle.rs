@@ -2,7 +2,7 @@
 //! requests in flight that a drain waits for.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -13,6 +13,9 @@ pub(crate) struct Readiness {
     state: AtomicU8,
     /// Components whose code could not be loaded during warm-up.
     failed: AtomicUsize,
+    /// Whether the shared state store answered when last asked (true
+    /// when there is none).
+    state_unreachable: AtomicBool,
 }
 
 const WARMING: u8 = 0;
@@ -57,6 +60,16 @@ impl Readiness {
     /// Components whose code could not be loaded during warm-up.
     pub(crate) fn failed(&self) -> usize {
         self.failed.load(Ordering::SeqCst)
+    }
+
+    /// Records whether the shared state store answers; returns whether
+    /// that changed.
+    pub(crate) fn set_state_reachable(&self, reachable: bool) -> bool {
+        self.state_unreachable.swap(!reachable, Ordering::SeqCst) == reachable
+    }
+
+    pub(crate) fn state_reachable(&self) -> bool {
+        !self.state_unreachable.load(Ordering::SeqCst)
     }
 }
 

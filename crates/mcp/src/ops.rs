@@ -13,6 +13,7 @@
 //! its state in `lifecycle.rs`.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
@@ -69,7 +70,18 @@ fn readyz(shared: &Shared) -> axum::response::Response {
             "failed": shared.readiness.failed(),
         },
     });
-    if phase == Phase::Warming {
+    let state_reachable = shared.readiness.state_reachable();
+    if shared.state.is_shared() {
+        body["state"] = json!({"store": shared.state.kind(), "reachable": state_reachable});
+    }
+    if !state_reachable {
+        body["status"] = json!("state store unreachable");
+        body["hint"] = json!(
+            "the shared state store (--state) does not answer: approvals cannot be checked \
+             across replicas, so this replica takes no traffic until it does; check that \
+             Redis is up and reachable from here"
+        );
+    } else if phase == Phase::Warming {
         body["hint"] = json!(
             "loading the skills' components; a replica whose compiled-code cache was filled \
              with `skillbox compile` is ready in moments, one that compiles takes longer"
@@ -80,12 +92,33 @@ fn readyz(shared: &Shared) -> axum::response::Response {
              `skillbox compile SKILLS_DIR --cache DIR` so new replicas start without compiling"
         ));
     }
-    let status = if phase == Phase::Ready {
+    let status = if phase == Phase::Ready && state_reachable {
         StatusCode::OK
     } else {
         StatusCode::SERVICE_UNAVAILABLE
     };
     json_response(status, &body)
+}
+
+/// Keeps `/readyz` told whether the shared state store answers, and the
+/// sealing key agreed with the other replicas, asking it every second; a
+/// store this process keeps always answers.
+pub(crate) async fn watch_state(shared: Arc<Shared>) {
+    if !shared.state.is_shared() {
+        return;
+    }
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        tick.tick().await;
+        let reachable = shared.state.refresh().await;
+        if shared.readiness.set_state_reachable(reachable) {
+            if reachable {
+                tracing::info!("the shared state store answers again; ready");
+            } else {
+                tracing::warn!("the shared state store does not answer; not ready until it does");
+            }
+        }
+    }
 }
 
 fn json_response(status: StatusCode, body: &serde_json::Value) -> axum::response::Response {

@@ -7,6 +7,7 @@ use std::time::Duration;
 use rmcp::service::{Peer, RoleServer};
 
 use super::confirm::StateSeal;
+use super::shared_state::StateStore;
 use super::tasks::Tasks;
 use skillbox_call::Host;
 
@@ -74,6 +75,9 @@ pub struct Shared {
     pub(crate) tasks: Tasks,
     /// Seals the `requestState` of confirmation questions.
     pub(crate) seal: Arc<StateSeal>,
+    /// What replicas share: the seal's key and the spent approvals.
+    #[cfg(feature = "http")]
+    pub(crate) state: Arc<StateStore>,
     /// Whether the reload watcher was started.
     watching: std::sync::atomic::AtomicBool,
     /// Whether the warm-up (loading every component) was started.
@@ -88,10 +92,12 @@ pub struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn new(host: Arc<Host>, options: ServeOptions) -> std::io::Result<Self> {
-        Ok(Shared {
+    pub(crate) fn new(host: Arc<Host>, options: ServeOptions, state: Arc<StateStore>) -> Self {
+        Shared {
             tasks: Tasks::new(options.task_after, options.task_ttl, options.max_tasks),
-            seal: Arc::new(StateSeal::new(options.confirm_timeout)?),
+            seal: Arc::new(StateSeal::new(options.confirm_timeout, state.clone())),
+            #[cfg(feature = "http")]
+            state,
             host,
             options,
             peers: Mutex::new(Vec::new()),
@@ -103,7 +109,7 @@ impl Shared {
             readiness: Default::default(),
             #[cfg(feature = "http")]
             in_flight: Default::default(),
-        })
+        }
     }
 
     /// True once: for the caller that starts the reload watcher.

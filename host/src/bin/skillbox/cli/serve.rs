@@ -14,7 +14,7 @@ use super::{CliError, runtime};
 use skillbox::ConfirmPolicy;
 use skillbox::mcp::{
     BearerToken, DEFAULT_MAX_BODY_BYTES, DEFAULT_OUTPUT_BUDGET, HttpOptions, OAuthOptions,
-    OAuthVerifier, Server, ToolsMode, parse_addr,
+    OAuthVerifier, Server, StateError, StateStore, ToolsMode, parse_addr,
 };
 
 #[derive(Args, Debug)]
@@ -55,6 +55,16 @@ pub(super) struct ServeArgs {
     /// Serve Streamable HTTP at http://ADDR/mcp instead of stdio (PORT binds 127.0.0.1).
     #[arg(long, value_name = "ADDR")]
     http: Option<String>,
+    /// Share what replicas must agree on through Redis or Valkey at
+    /// redis://HOST[:PORT][/DB]: the key sealing confirmation state and
+    /// the approvals spent, so an approval answered through any replica
+    /// counts, and counts once. Without it each replica keeps its own.
+    #[arg(long, value_name = "URL", requires = "http")]
+    state: Option<String>,
+    /// A file holding the state store's password (else the environment's
+    /// SKILLBOX_STATE_PASSWORD; never in the URL, which `ps` shows).
+    #[arg(long, value_name = "FILE", requires = "state")]
+    state_password_file: Option<PathBuf>,
     /// Accept this Host header too (besides loopback names); for --http.
     #[arg(long, value_name = "HOST")]
     allow_host: Vec<String>,
@@ -165,9 +175,21 @@ pub(super) fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
                 args.max_tasks,
             )
             .catalog_budget(args.catalog_budget)
-            .confirm_timeout(Duration::from_secs(args.confirm_timeout_secs))
-            .build()
-            .map_err(|e| CliError::Other(e.into()))?;
+            .confirm_timeout(Duration::from_secs(args.confirm_timeout_secs));
+        let server = match &args.state {
+            Some(address) => {
+                let password = state_password(args.state_password_file.as_deref())?;
+                let store = StateStore::redis(address, password.as_deref())
+                    .await
+                    .map_err(|e| match e {
+                        StateError::Unreachable { .. } => CliError::Other(e.into()),
+                        _ => CliError::Usage(e.to_string()),
+                    })?;
+                server.state(store)
+            }
+            None => server,
+        };
+        let server = server.build().map_err(|e| CliError::Other(e.into()))?;
         let show_banner = args.banner || std::io::stderr().is_terminal();
         let Some(addr) = http_addr else {
             if show_banner {
@@ -249,4 +271,28 @@ async fn stop_signal() -> &'static str {
         _ = terminate.recv() => "SIGTERM",
         _ = tokio::signal::ctrl_c() => "interrupted",
     }
+}
+
+/// The state store's password: from the file named, else the environment,
+/// else none.
+fn state_password(file: Option<&std::path::Path>) -> Result<Option<String>, CliError> {
+    let Some(file) = file else {
+        return Ok(std::env::var("SKILLBOX_STATE_PASSWORD")
+            .ok()
+            .filter(|p| !p.is_empty()));
+    };
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        CliError::Usage(format!(
+            "--state-password-file {}: cannot read it: {e}",
+            file.display()
+        ))
+    })?;
+    let password = text.trim_end_matches(['\r', '\n']);
+    if password.is_empty() {
+        return Err(CliError::Usage(format!(
+            "--state-password-file {}: the file is empty; write the password in it",
+            file.display()
+        )));
+    }
+    Ok(Some(password.to_owned()))
 }

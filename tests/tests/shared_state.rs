@@ -1,0 +1,319 @@
+//! Replicas that share state through a real Redis (Debian's
+//! `redis-server`, started here on a free port; CI installs it and sets
+//! SKILLBOX_REQUIRE_REDIS, elsewhere the tests skip with a word): a
+//! stateless approval asked through one replica is answered through
+//! another and runs once, a replay through any replica is asked again, and
+//! a replica whose store is down says so on `/readyz` and takes no
+//! approval until the store is back.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use rmcp::model::{CallToolRequestParams, CallToolResponse, InputResponses};
+use serde_json::{Value, json};
+use skillbox_e2e::mcp::{Client, Recorder, base_url, connect_stateless, serve_http};
+use skillbox_e2e::{testkit_skills, workspace};
+
+use crate::mcp_confirm_tasks::{confirm_flags, write_call};
+
+const PASSWORD: &str = "redis-test-pass-51c9e0";
+
+/// A `redis-server` of its own, with a password, keeping nothing on disk;
+/// killed (SIGKILL) when dropped.
+struct Redis {
+    child: Child,
+    port: u16,
+}
+
+impl Redis {
+    fn start(port: u16) -> Redis {
+        let mut child = Command::new("redis-server")
+            .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--save", "", "--appendonly", "no"])
+            .args(["--requirepass", PASSWORD])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start redis-server");
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut said = String::new();
+        for line in lines.by_ref() {
+            let line = line.unwrap();
+            said.push_str(&line);
+            said.push('\n');
+            if line.contains("Ready to accept connections") {
+                std::thread::spawn(move || for _ in lines {});
+                return Redis { child, port };
+            }
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        panic!("redis-server stopped before it was ready:\n{said}");
+    }
+}
+
+impl Drop for Redis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn redis_installed() -> bool {
+    let found = Command::new("redis-server")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var_os("SKILLBOX_REQUIRE_REDIS").is_none(),
+            "redis-server is not installed (apt-get install redis-server); CI requires it"
+        );
+        eprintln!(
+            "SKIPPED: redis-server is not installed; `apt-get install redis-server` to run this test"
+        );
+    }
+    found
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port()
+}
+
+/// A replica's flags: the confirmed testkit over `ws`, its own audit log,
+/// the state in `redis` with the password from a file.
+fn replica_flags<'a>(
+    kit: &'a Path,
+    ws: &'a Path,
+    audit: &'a Path,
+    state: &'a str,
+    password_file: &'a Path,
+) -> Vec<&'a str> {
+    let mut flags = confirm_flags(kit, ws, audit);
+    flags.extend([
+        "--state",
+        state,
+        "--state-password-file",
+        password_file.to_str().unwrap(),
+    ]);
+    flags
+}
+
+/// `/readyz` of the replica at `url`, once it answers `status`.
+async fn readyz_until(url: &str, status: u16) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let http = reqwest::Client::new();
+    loop {
+        let response = http
+            .get(format!("{}/readyz", base_url(url)))
+            .send()
+            .await
+            .expect("GET /readyz");
+        if response.status() == status {
+            return response.json().await.unwrap();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/readyz never answered {status}: {}",
+            response.text().await.unwrap_or_default()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The writes an audit log says reached the workspace.
+fn commits(audit: &Path) -> usize {
+    let text = std::fs::read_to_string(audit).unwrap_or_default();
+    let records: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    records
+        .iter()
+        .filter(|r| r["tool"] == "testkit__write-file" && r["workspace"]["outcome"] == "committed")
+        .count()
+}
+
+/// The write of `contents`, answering the question sealed in `state` yes.
+fn answered(contents: &str, state: &str) -> CallToolRequestParams {
+    let mut yes = InputResponses::new();
+    yes.insert(
+        "confirm".into(),
+        json!({"action": "accept", "content": {"approve": true}}),
+    );
+    let mut call = write_call(contents);
+    call.input_responses = Some(yes);
+    call.request_state = Some(state.to_owned());
+    call
+}
+
+/// Asks for the write of `contents` through `client`; returns the sealed
+/// state of the question it gets.
+async fn asked(client: &Client, contents: &str) -> String {
+    match client.call_tool_once(write_call(contents)).await.unwrap() {
+        CallToolResponse::InputRequired(asked) => asked.request_state.expect("a request state"),
+        other => panic!("a confirmed call must ask first: {other:?}"),
+    }
+}
+
+async fn is_asked_again(client: &Client, call: CallToolRequestParams) {
+    let reply = client.call_tool_once(call).await.unwrap();
+    assert!(
+        matches!(reply, CallToolResponse::InputRequired(_)),
+        "an approval was taken where it must be asked again: {reply:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_approval_answered_through_another_replica_runs_once_and_a_replay_is_asked_again() {
+    if !redis_installed() {
+        return;
+    }
+    let redis = Redis::start(free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let password_file = dir.path().join("redis-password");
+    std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
+    let state = format!("redis://127.0.0.1:{}", redis.port);
+    let kit = testkit_skills();
+    let ws = workspace(&[]);
+    let out = ws.path().join("out.txt");
+    let audits: Vec<_> = (0..3)
+        .map(|i| dir.path().join(format!("audit-{i}.jsonl")))
+        .collect();
+    let replicas: Vec<_> = audits
+        .iter()
+        .map(|audit| {
+            serve_http(&replica_flags(
+                kit.path(),
+                ws.path(),
+                audit,
+                &state,
+                &password_file,
+            ))
+        })
+        .collect();
+    let urls: Vec<&str> = replicas.iter().map(|(_, url)| url.as_str()).collect();
+    for url in &urls {
+        let ready = readyz_until(url, 200).await;
+        assert_eq!(ready["state"], json!({"store": "redis", "reachable": true}));
+        assert!(!ready.to_string().contains(PASSWORD));
+    }
+
+    // Asked through the first replica, answered through the second.
+    let first = connect_stateless(Recorder::answering(true), urls[0]).await;
+    let sealed = asked(&first, "across replicas").await;
+    let second = connect_stateless(Recorder::answering(true), urls[1]).await;
+    let CallToolResponse::Complete(done) = second
+        .call_tool_once(answered("across replicas", &sealed))
+        .await
+        .unwrap()
+    else {
+        panic!("the approval did not count on another replica")
+    };
+    assert_ne!(done.is_error, Some(true), "{done:?}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "across replicas");
+
+    // The same answer again, through the third replica and through the
+    // one that asked (which still holds the call it ran staged): spent,
+    // so the user is asked again and nothing is written.
+    std::fs::write(&out, "changed since").unwrap();
+    let third = connect_stateless(Recorder::answering(true), urls[2]).await;
+    is_asked_again(&third, answered("across replicas", &sealed)).await;
+    is_asked_again(&first, answered("across replicas", &sealed)).await;
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "changed since");
+
+    // Each replica audits its staged runs and its answers; one write
+    // reached the workspace, through the replica the answer reached.
+    let committed: Vec<usize> = audits.iter().map(|audit| commits(audit)).collect();
+    assert_eq!(committed, [0, 1, 0], "commits per replica");
+    for client in [first, second, third] {
+        client.cancel().await.unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_replica_whose_store_is_down_is_not_ready_and_takes_no_approval_until_it_is_back() {
+    if !redis_installed() {
+        return;
+    }
+    let port = free_port();
+    let redis = Redis::start(port);
+    let dir = tempfile::tempdir().unwrap();
+    let password_file = dir.path().join("redis-password");
+    std::fs::write(&password_file, PASSWORD).unwrap();
+    let state = format!("redis://127.0.0.1:{port}");
+    let kit = testkit_skills();
+    let ws = workspace(&[]);
+    let out = ws.path().join("out.txt");
+    let audit = dir.path().join("audit.jsonl");
+    let (_replica, url) = serve_http(&replica_flags(
+        kit.path(),
+        ws.path(),
+        &audit,
+        &state,
+        &password_file,
+    ));
+    readyz_until(&url, 200).await;
+    let client = connect_stateless(Recorder::answering(true), &url).await;
+    let sealed = asked(&client, "while down").await;
+
+    drop(redis);
+    let down = readyz_until(&url, 503).await;
+    assert_eq!(down["status"], "state store unreachable", "{down}");
+    assert_eq!(down["state"]["reachable"], false);
+    assert!(down["hint"].as_str().unwrap().contains("Redis"), "{down}");
+    let text = down.to_string();
+    assert!(
+        !text.contains(PASSWORD) && !text.contains(&port.to_string()),
+        "{text}"
+    );
+    // An approval that cannot be recorded as spent is not taken.
+    is_asked_again(&client, answered("while down", &sealed)).await;
+    assert!(!out.exists(), "an approval was taken with the store down");
+
+    // Back, but empty (nothing was kept on disk): the replica is ready
+    // again under a fresh key, so the answer sealed before, whose spending
+    // the store forgot, still cannot be spent; a new question can.
+    let _redis = Redis::start(port);
+    readyz_until(&url, 200).await;
+    is_asked_again(&client, answered("while down", &sealed)).await;
+    assert!(!out.exists());
+    let sealed = asked(&client, "after").await;
+    let CallToolResponse::Complete(done) = client
+        .call_tool_once(answered("after", &sealed))
+        .await
+        .unwrap()
+    else {
+        panic!("a fresh approval did not count once the store was back")
+    };
+    assert_ne!(done.is_error, Some(true), "{done:?}");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "after");
+    client.cancel().await.unwrap();
+}
+
+/// A `--state` that cannot be used stops the server before it serves,
+/// saying why, and never prints a password.
+#[test]
+fn a_state_store_that_cannot_be_used_is_refused_at_start() {
+    let port = free_port().to_string();
+    let unreachable = format!("redis://127.0.0.1:{port}");
+    let with_password = format!("redis://:hunter2-secret@127.0.0.1:{port}");
+    for (state, code, says) in [
+        ("localhost", 2, "not a Redis address"),
+        (with_password.as_str(), 2, "carries a password"),
+        (unreachable.as_str(), 1, "cannot be used"),
+    ] {
+        let run = skillbox_e2e::run(&["serve", "--http", "127.0.0.1:0", "--state", state]);
+        assert_eq!(run.code, code, "{state}: {run:?}");
+        run.stderr_says(&[says]);
+        assert!(!run.stderr.contains("hunter2"), "{}", run.stderr);
+    }
+    let run = skillbox_e2e::run(&["serve", "--state", &unreachable]);
+    assert_eq!(run.code, 2, "{run:?}");
+    run.stderr_says(&["--http"]);
+}
