@@ -103,6 +103,11 @@ impl Pod {
         if env.contains_key("OPENAI_BASE_URL") {
             env.insert("OPENAI_BASE_URL".into(), self.base_url.clone());
         }
+        // The test's repository is a local one; the manifest allows https
+        // only (the_job_is_hardened checks it).
+        if env.contains_key("GIT_ALLOW_PROTOCOL") {
+            env.insert("GIT_ALLOW_PROTOCOL".into(), "file".into());
+        }
         env
     }
 
@@ -402,6 +407,14 @@ fn the_job_is_hardened() {
             .flatten()
             .filter(|e| e["valueFrom"]["secretKeyRef"].is_object())
             .collect();
+        if container["name"] == "checkout" {
+            let allowed = container["env"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|e| e["name"] == "GIT_ALLOW_PROTOCOL");
+            assert_eq!(allowed.unwrap()["value"], "https", "{name}");
+        }
         if container["name"] == "agent" {
             assert_eq!(secrets.len(), 1);
             assert_eq!(secrets[0]["name"], "OPENAI_API_KEY");

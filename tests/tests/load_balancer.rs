@@ -27,7 +27,7 @@ const READ_MS: u64 = 250;
 /// How often a client tries a read before it gives up.
 const READ_ATTEMPTS: usize = 5;
 
-fn haproxy() -> Option<PathBuf> {
+pub(crate) fn haproxy() -> Option<PathBuf> {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .chain(["/usr/sbin".into(), "/sbin".into()])
@@ -44,7 +44,46 @@ fn haproxy() -> Option<PathBuf> {
     found
 }
 
-struct Balancer(Child);
+pub(crate) struct Balancer(Child);
+
+/// Starts `haproxy` with `config` in front of the three replicas at
+/// `replicas` (MCP URLs), its log in `logs`; returns it with its MCP URL
+/// once it serves `/readyz`.
+pub(crate) async fn balance(
+    haproxy: &Path,
+    config: &Path,
+    replicas: &[&str],
+    logs: &Path,
+) -> (Balancer, String) {
+    let lb_port = free_port();
+    let log = std::fs::File::create(logs.join("haproxy.log")).unwrap();
+    let balancer = Balancer(
+        Command::new(haproxy)
+            .arg("-db")
+            .arg("-f")
+            .arg(config)
+            .env("SKILLBOX_LB_BIND", format!("127.0.0.1:{lb_port}"))
+            .env("SKILLBOX_REPLICA_1", host_port(replicas[0]))
+            .env("SKILLBOX_REPLICA_2", host_port(replicas[1]))
+            .env("SKILLBOX_REPLICA_3", host_port(replicas[2]))
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("start haproxy"),
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{lb_port}/readyz")).await
+            && r.status() == 200
+        {
+            break;
+        }
+        assert!(Instant::now() < deadline, "haproxy never served /readyz");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    (balancer, format!("http://127.0.0.1:{lb_port}/mcp"))
+}
 
 impl Drop for Balancer {
     fn drop(&mut self) {
@@ -191,35 +230,14 @@ async fn three_replicas_behind_haproxy_survive_losing_one() {
         );
     }
 
-    let lb_port = free_port();
-    let log = std::fs::File::create(state.path().join("haproxy.log")).unwrap();
-    let config = skillbox_e2e::repo().join("deploy/haproxy/haproxy.cfg");
-    let _balancer = Balancer(
-        Command::new(&haproxy)
-            .arg("-db")
-            .arg("-f")
-            .arg(&config)
-            .env("SKILLBOX_LB_BIND", format!("127.0.0.1:{lb_port}"))
-            .env("SKILLBOX_REPLICA_1", host_port(&replicas[0].1))
-            .env("SKILLBOX_REPLICA_2", host_port(&replicas[1].1))
-            .env("SKILLBOX_REPLICA_3", host_port(&replicas[2].1))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone().unwrap())
-            .stderr(log)
-            .spawn()
-            .expect("start haproxy"),
-    );
-    let lb = format!("http://127.0.0.1:{lb_port}/mcp");
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        if let Ok(r) = reqwest::get(format!("http://127.0.0.1:{lb_port}/readyz")).await
-            && r.status() == 200
-        {
-            break;
-        }
-        assert!(Instant::now() < deadline, "haproxy never served /readyz");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let replica_urls: Vec<&str> = replicas.iter().map(|(_, url)| url.as_str()).collect();
+    let (_balancer, lb) = balance(
+        &haproxy,
+        &skillbox_e2e::repo().join("deploy/haproxy/haproxy.cfg"),
+        &replica_urls,
+        state.path(),
+    )
+    .await;
 
     // A 2025-11-25 session through the balancer stays on its replica.
     {

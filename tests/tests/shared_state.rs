@@ -218,19 +218,34 @@ async fn an_approval_answered_through_another_replica_runs_once_and_a_replay_is_
     assert_ne!(done.is_error, Some(true), "{done:?}");
     assert_eq!(std::fs::read_to_string(&out).unwrap(), "across replicas");
 
-    // The same answer again, through the third replica and through the
-    // one that asked (which still holds the call it ran staged): spent,
-    // so the user is asked again and nothing is written.
-    std::fs::write(&out, "changed since").unwrap();
+    // The same answer again, with the file gone so the replay would stage
+    // the very diff that was approved: through the third replica and
+    // through the one that asked (which still holds the call it ran
+    // staged), the spent approval is refused and nothing is written.
+    std::fs::remove_file(&out).unwrap();
     let third = connect_stateless(Recorder::answering(true), urls[2]).await;
     is_asked_again(&third, answered("across replicas", &sealed)).await;
     is_asked_again(&first, answered("across replicas", &sealed)).await;
-    assert_eq!(std::fs::read_to_string(&out).unwrap(), "changed since");
+    assert!(!out.exists(), "a spent approval wrote again");
+
+    // One answer sent to two replicas at once runs once.
+    let sealed = asked(&first, "at once").await;
+    let (a, b) = tokio::join!(
+        second.call_tool_once(answered("at once", &sealed)),
+        third.call_tool_once(answered("at once", &sealed)),
+    );
+    let completed = [a.unwrap(), b.unwrap()]
+        .iter()
+        .filter(|reply| matches!(reply, CallToolResponse::Complete(_)))
+        .count();
+    assert_eq!(completed, 1, "one approval ran {completed} calls");
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), "at once");
 
     // Each replica audits its staged runs and its answers; one write
     // reached the workspace, through the replica the answer reached.
-    let committed: Vec<usize> = audits.iter().map(|audit| commits(audit)).collect();
-    assert_eq!(committed, [0, 1, 0], "commits per replica");
+    let committed: usize = audits.iter().map(|audit| commits(audit)).sum();
+    assert_eq!(commits(&audits[0]), 0, "the replica that asked committed");
+    assert_eq!(committed, 2, "two approvals, two commits");
     for client in [first, second, third] {
         client.cancel().await.unwrap();
     }
@@ -316,4 +331,103 @@ fn a_state_store_that_cannot_be_used_is_refused_at_start() {
     let run = skillbox_e2e::run(&["serve", "--state", &unreachable]);
     assert_eq!(run.code, 2, "{run:?}");
     run.stderr_says(&["--http"]);
+}
+
+/// The tool calls an audit log records, by tool.
+fn calls_of(audit: &Path, tool: &str) -> usize {
+    let text = std::fs::read_to_string(audit).unwrap_or_default();
+    text.lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r["tool"] == tool)
+        .count()
+}
+
+/// A 2025-11-25 client of the official Python SDK, behind HAProxy
+/// round-robin with no stick table: its session, the skill it loads and
+/// its calls are answered by whichever replica each request reaches.
+#[tokio::test]
+async fn a_session_is_answered_by_every_replica_behind_a_balancer_with_no_stickiness() {
+    if !redis_installed() || !skillbox_e2e::python_sdk() {
+        return;
+    }
+    let Some(haproxy) = crate::load_balancer::haproxy() else {
+        return;
+    };
+    let redis = Redis::start(free_port());
+    let dir = tempfile::tempdir().unwrap();
+    let password_file = dir.path().join("redis-password");
+    std::fs::write(&password_file, PASSWORD).unwrap();
+    let state = format!("redis://127.0.0.1:{}", redis.port);
+    let kit = testkit_skills();
+    let audits: Vec<_> = (0..3)
+        .map(|i| dir.path().join(format!("audit-{i}.jsonl")))
+        .collect();
+    // Tools are listed only once their skill is loaded (the default), so
+    // a replica that did not see load_skill must learn it from the store.
+    let replicas: Vec<_> = audits
+        .iter()
+        .map(|audit| {
+            serve_http(&[
+                "--skills",
+                kit.path().to_str().unwrap(),
+                "--skill",
+                "testkit",
+                "--audit",
+                audit.to_str().unwrap(),
+                "--state",
+                &state,
+                "--state-password-file",
+                password_file.to_str().unwrap(),
+            ])
+        })
+        .collect();
+    let urls: Vec<&str> = replicas.iter().map(|(_, url)| url.as_str()).collect();
+    for url in &urls {
+        readyz_until(url, 200).await;
+    }
+    let (_balancer, lb) = crate::load_balancer::balance(
+        &haproxy,
+        &skillbox_e2e::repo().join("deploy/haproxy/haproxy-shared-state.cfg"),
+        &urls,
+        dir.path(),
+    )
+    .await;
+
+    let out = tokio::process::Command::new("python3")
+        .arg(skillbox_e2e::repo().join("tests/support/python/session_client.py"))
+        .args([lb.as_str(), "testkit", "testkit__noop", "{}", "6"])
+        .envs(skillbox_e2e::hermetic_env())
+        .output()
+        .await
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: Value = serde_json::from_str(said.trim()).unwrap();
+    assert_eq!(report["protocol"], "2025-11-25", "{report}");
+    assert_eq!(report["loaded"], true, "{report}");
+    let listed = |when: &str| {
+        report[when]
+            .as_array()
+            .unwrap()
+            .contains(&json!("testkit__noop"))
+    };
+    assert!(!listed("before") && listed("after"), "{report}");
+    for call in report["calls"].as_array().unwrap() {
+        assert_eq!(call["is_error"], false, "{report}");
+    }
+    // The calls were answered by more than one replica, none of which
+    // needed the balancer to send a session back to where it started.
+    let served: Vec<usize> = audits
+        .iter()
+        .map(|a| calls_of(a, "testkit__noop"))
+        .collect();
+    assert_eq!(served.iter().sum::<usize>(), 6, "{served:?}");
+    assert!(
+        served.iter().filter(|n| **n > 0).count() >= 2,
+        "every call reached one replica: {served:?}"
+    );
 }

@@ -113,7 +113,10 @@ impl Host {
             changes.lines().join("\n  "),
             stage.excerpt(&changes, QUESTION_DIFF_BYTES)
         );
-        let question = identity.clone().with_changes(call.redactor.text(&shown));
+        let content = stage.content_digest(&changes);
+        let question = identity
+            .clone()
+            .with_changes(call.redactor.text(&shown), &content);
         self.held.hold(Held::new(
             identity.digest.clone(),
             question.clone(),

@@ -160,10 +160,12 @@ impl Question {
     }
 
     /// The question for a call that ran staged: it shows `changes`, and
-    /// its digest binds the answer to them too.
-    pub fn with_changes(mut self, changes: String) -> Self {
+    /// its digest binds the answer to them and to `content`, the digest of
+    /// every byte staged (`Stage::content_digest`), which the shown text
+    /// may cut or redact.
+    pub fn with_changes(mut self, changes: String, content: &str) -> Self {
         let mut hasher = Sha256::new();
-        for part in [self.digest.as_str(), changes.as_str()] {
+        for part in [self.digest.as_str(), changes.as_str(), content] {
             hasher.update((part.len() as u64).to_le_bytes());
             hasher.update(part.as_bytes());
         }

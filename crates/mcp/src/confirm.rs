@@ -13,7 +13,7 @@
 //! only once, and only until the confirmation timeout.
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -30,7 +30,7 @@ use subtle::ConstantTimeEq;
 use tokio::sync::watch;
 
 use super::peer;
-use super::shared_state::{SpentNonces, StateStore};
+use super::shared_state::{SpentNonces, StateStore, unix_now};
 use skillbox_call::{Answer, Ask, Question};
 
 /// The key of the confirmation in `inputRequests` / `inputResponses`.
@@ -78,9 +78,8 @@ impl StateSeal {
         self.timeout
     }
 
-    fn tag(&self, sealed: &Sealed<'_>, principal: &str) -> Vec<u8> {
-        let key = self.store.seal_key();
-        let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes any key");
+    fn tag(key: &[u8; 32], sealed: &Sealed<'_>, principal: &str) -> Vec<u8> {
+        let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key");
         for part in [
             "skillbox confirm v2",
             sealed.nonce,
@@ -103,16 +102,16 @@ impl StateSeal {
             expires: unix_now() + self.timeout.as_secs(),
             digest,
         };
-        let tag = URL_SAFE_NO_PAD.encode(self.tag(&sealed, principal));
+        let tag = URL_SAFE_NO_PAD.encode(Self::tag(&self.store.seal_key(), &sealed, principal));
         Ok(format!(
             "{STATE_VERSION}.{nonce}.{}.{digest}.{tag}",
             sealed.expires
         ))
     }
 
-    /// What `state` names, if a replica sharing this key sealed it for
+    /// What `state` names, if a replica sharing `key` sealed it for
     /// `principal` and it has not expired. Spent or not is the store's.
-    fn verify<'s>(&self, state: &'s str, principal: &str) -> Option<Sealed<'s>> {
+    fn verify<'s>(&self, key: &[u8; 32], state: &'s str, principal: &str) -> Option<Sealed<'s>> {
         let mut parts = state.splitn(5, '.');
         let (version, nonce, expires, digest, tag) = (
             parts.next()?,
@@ -128,7 +127,7 @@ impl StateSeal {
         };
         let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
         let genuine =
-            version == STATE_VERSION && bool::from(self.tag(&sealed, principal).ct_eq(&tag));
+            version == STATE_VERSION && bool::from(Self::tag(key, &sealed, principal).ct_eq(&tag));
         (genuine && expires >= unix_now()).then_some(sealed)
     }
 
@@ -137,9 +136,10 @@ impl StateSeal {
     /// has not expired, and it was not spent before. Opening it spends it,
     /// once across every replica of the store.
     async fn spend(&self, state: &str, principal: &str, expected: &str) -> bool {
-        match self.verify(state, principal) {
+        let key = self.store.seal_key();
+        match self.verify(&key, state, principal) {
             Some(sealed) if sealed.digest == expected => {
-                self.store.spend(sealed.nonce, sealed.expires).await
+                self.store.spend(sealed.nonce, sealed.expires, &key).await
             }
             _ => false,
         }
@@ -148,7 +148,7 @@ impl StateSeal {
     /// [`Self::spend`] for a state that must answer `expected`, against
     /// `spent` in this process: for the fuzz target and unit tests.
     fn open(&self, state: &str, principal: &str, expected: &str, spent: &SpentNonces) -> bool {
-        self.verify(state, principal)
+        self.verify(&self.store.seal_key(), state, principal)
             .is_some_and(|s| s.digest == expected && spent.spend(s.nonce, s.expires))
     }
 }
@@ -179,12 +179,6 @@ pub fn check_states(state: &str, digest: &str, principal: &str) {
         !seal.open(&sealed, principal, digest, &spent),
         "a state opened twice"
     );
-}
-
-pub(crate) fn unix_now() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
 }
 
 /// Whom a confirmation was asked of: the OAuth subject or the client's
@@ -433,7 +427,7 @@ mod tests {
             expires: unix_now() - 1,
             digest: DIGEST,
         };
-        let tag = URL_SAFE_NO_PAD.encode(seal.tag(&old, "stdio"));
+        let tag = URL_SAFE_NO_PAD.encode(StateSeal::tag(&seal.store.seal_key(), &old, "stdio"));
         let expired = format!("v2.n.{}.{DIGEST}.{tag}", old.expires);
         assert!(!seal.open(&expired, "stdio", DIGEST, &spent), "expired");
     }

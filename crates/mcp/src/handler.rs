@@ -82,6 +82,9 @@ impl ServerHandler for Session {
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
         let stable = stateless(&context);
+        if !stable {
+            self.catch_up(&context).await;
+        }
         let mut result = ListToolsResult::with_all_items(self.tools(stable).await);
         if stable {
             result.ttl_ms = Some(LIST_TTL_MS);

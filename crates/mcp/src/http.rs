@@ -18,6 +18,7 @@ use super::http_streams::StreamGuard;
 use super::oauth::{self, Verifier};
 use super::server::Shared;
 use super::session::Session;
+use super::shared_state::SharedSessions;
 use super::{lifecycle, ops};
 use axum::response::IntoResponse;
 
@@ -200,13 +201,17 @@ pub(crate) fn router(
     cut_off: CancellationToken,
 ) -> axum::Router {
     let sessions = Arc::new(CappedSessions::new(bound_options.max_sessions));
+    let mut config = config(bound_options, cut_off);
+    if server.state.is_shared() {
+        config.session_store = Some(Arc::new(SharedSessions(server.state.clone())));
+    }
     let service = StreamableHttpService::new(
         {
             let server = server.clone();
             move || Ok(Session::new(server.clone()))
         },
         sessions.clone(),
-        config(bound_options, cut_off),
+        config,
     );
     let streams = StreamGuard::new(
         bound_options.max_streams_per_client,

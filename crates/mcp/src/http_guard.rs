@@ -11,6 +11,7 @@ use axum::middleware::Next;
 use futures::Stream;
 use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
 use rmcp::transport::common::server_side_http::ServerSseMessage;
+use rmcp::transport::streamable_http_server::session::RestoreOutcome;
 use rmcp::transport::streamable_http_server::session::local::{
     LocalSessionManager, LocalSessionManagerError,
 };
@@ -160,6 +161,18 @@ impl SessionManager for CappedSessions {
         message: ClientJsonRpcMessage,
     ) -> SessionResult<ServerJsonRpcMessage> {
         Ok(self.inner.initialize_session(id, message).await?)
+    }
+
+    /// A session another replica started, re-created here from the shared
+    /// state store; it counts against the cap like any other.
+    async fn restore_session(
+        &self,
+        id: SessionId,
+    ) -> SessionResult<RestoreOutcome<Self::Transport>> {
+        if self.inner.sessions.read().await.len() >= self.max {
+            return Err(SessionLimitError::Full { max: self.max });
+        }
+        Ok(self.inner.restore_session(id).await?)
     }
 
     async fn has_session(&self, id: &SessionId) -> SessionResult<bool> {

@@ -108,6 +108,7 @@ pub(crate) async fn watch_state(shared: Arc<Shared>) {
         return;
     }
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
         let reachable = shared.state.refresh().await;

@@ -31,6 +31,14 @@ pub(super) fn session(
     context.peer.peer_info()
 }
 
+/// The HTTP session the request names, if any.
+#[cfg(feature = "http")]
+pub(super) fn session_id(context: &RequestContext<RoleServer>) -> Option<String> {
+    let parts = context.extensions.get::<http::request::Parts>()?;
+    let id = parts.headers.get("mcp-session-id")?.to_str().ok()?;
+    Some(id.to_owned())
+}
+
 /// The revision of the request: its session's, else its own.
 pub(super) fn revision(context: &RequestContext<RoleServer>) -> Option<ProtocolVersion> {
     match session(context) {

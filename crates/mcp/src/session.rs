@@ -323,6 +323,7 @@ impl Session {
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        self.catch_up(context).await;
         let args = request.arguments.clone().unwrap_or_default();
         let name = request.name.as_ref();
         let host = &self.server.host;
@@ -344,6 +345,9 @@ impl Session {
                 match outcome {
                     Ok((skill, result)) => {
                         let newly = insert(&self.activated, skill.name());
+                        if newly {
+                            self.share(context, "activated", skill.name()).await;
+                        }
                         if newly
                             && self.server.options.tools_mode == ToolsMode::Lazy
                             && !stateless(context)
@@ -393,13 +397,46 @@ impl Session {
         // Fetching a skill's prompt is the user invoking it: from now on
         // its tools may run in this session, even if the model may not
         // invoke it on its own.
-        if insert(&self.user_invoked, &request.name)
-            && self.server.options.tools_mode == ToolsMode::Lazy
-            && !stateless(context)
-        {
+        self.catch_up(context).await;
+        let newly = insert(&self.user_invoked, &request.name);
+        if newly {
+            self.share(context, "invoked", &request.name).await;
+        }
+        if newly && self.server.options.tools_mode == ToolsMode::Lazy && !stateless(context) {
             let _ = context.peer.notify_tool_list_changed().await;
         }
         Ok(prompt.into())
+    }
+
+    /// Takes in the skills loaded and invoked in this session through
+    /// other replicas, when the server shares its state: any replica may
+    /// answer any request of a session. The sets only grow, so a union is
+    /// the whole truth.
+    pub(super) async fn catch_up(&self, context: &RequestContext<RoleServer>) {
+        #[cfg(feature = "http")]
+        if self.server.state.is_shared()
+            && let Some(id) = super::peer::session_id(context)
+            && let Some((activated, invoked)) = self.server.state.session_skills(&id).await
+        {
+            for (set, names) in [(&self.activated, activated), (&self.user_invoked, invoked)] {
+                set.lock().unwrap_or_else(|e| e.into_inner()).extend(names);
+            }
+        }
+        #[cfg(not(feature = "http"))]
+        let _ = context;
+    }
+
+    /// Tells the other replicas that `skill` joined this session's `list`
+    /// (`activated` or `invoked`).
+    async fn share(&self, context: &RequestContext<RoleServer>, list: &str, skill: &str) {
+        #[cfg(feature = "http")]
+        if self.server.state.is_shared()
+            && let Some(id) = super::peer::session_id(context)
+        {
+            self.server.state.add_session_skill(&id, list, skill).await;
+        }
+        #[cfg(not(feature = "http"))]
+        let _ = (context, list, skill);
     }
 
     /// The level a 2025-11-25 session asked for with `logging/setLevel`.

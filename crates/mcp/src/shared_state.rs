@@ -1,6 +1,8 @@
 //! What replicas share so that any of them can answer any request: the key
-//! that seals confirmation `requestState`s, and the approvals already
-//! spent. Without a store one process keeps both, as one replica (or
+//! that seals confirmation `requestState`s, the approvals already spent,
+//! and 2025-11-25 sessions (their handshake, for rmcp to restore the
+//! session on a replica that never saw it, and the skills loaded and
+//! invoked in it). Without a store one process keeps both, as one replica (or
 //! replicas behind a sticky balancer) needs. With `serve --state
 //! redis://…` they live in Redis or Valkey: every replica seals with one
 //! key, so an approval answered through another replica counts, and
@@ -12,10 +14,14 @@
 
 use std::collections::HashMap;
 use std::sync::{Mutex, RwLock};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, IntoConnectionInfo};
+#[cfg(feature = "http")]
+use rmcp::transport::streamable_http_server::session::{
+    SessionState, SessionStore, SessionStoreError,
+};
 
 /// Keys in the store start with this, so one Redis can serve other uses.
 const PREFIX: &str = "skillbox:";
@@ -36,6 +42,10 @@ pub enum StateError {
     PasswordInAddress,
     #[error("the state store at {at} cannot be used: {why}")]
     Unreachable { at: String, why: String },
+    #[error(
+        "the state store at {at} evicts keys that expire first (maxmemory-policy {policy}): under memory pressure it would forget spent approvals and keep the key, so an approval could count twice; set maxmemory-policy to noeviction (or an allkeys-* policy)"
+    )]
+    Evicts { at: String, policy: String },
 }
 
 /// Where replicas keep what they share.
@@ -94,6 +104,19 @@ impl StateStore {
             .get_connection_manager_with_config(config)
             .await
             .map_err(|e| unreachable(e.to_string()))?;
+        // A store that may refuse CONFIG (managed services do) is taken
+        // at its word; docs/deploy.md says what to set.
+        let mut policy = redis::cmd("CONFIG");
+        policy.arg("GET").arg("maxmemory-policy");
+        if let Ok(reply) = policy.query_async::<Vec<String>>(&mut connection).await
+            && let Some(policy) = reply.get(1)
+            && policy.starts_with("volatile")
+        {
+            return Err(StateError::Evicts {
+                at,
+                policy: policy.clone(),
+            });
+        }
         let fresh = random_key().map_err(|e| unreachable(e.to_string()))?;
         let seal_key = agree_on_key(&mut connection, &fresh)
             .await
@@ -115,7 +138,6 @@ impl StateStore {
     /// state sealed before can be spent again; the replicas agree again
     /// within a round of checks, and a state sealed under a key given up
     /// is asked again, never taken.
-    #[cfg(feature = "http")]
     pub(crate) async fn refresh(&self) -> bool {
         let Backend::Redis { connection, at } = &self.backend else {
             return true;
@@ -156,41 +178,69 @@ impl StateStore {
         }
     }
 
-    /// Records the approval `nonce` as spent until `expires` (Unix
-    /// seconds). True when this call spent it; false when it was spent
-    /// before, or the store could not say (fail closed).
-    pub(crate) async fn spend(&self, nonce: &str, expires: u64) -> bool {
-        match &self.backend {
-            Backend::Local(spent) => spent.spend(nonce, expires),
-            Backend::Redis { connection, at } => {
-                let mut connection = connection.clone();
-                let mut command = redis::cmd("SET");
-                command
-                    .arg(format!("{PREFIX}confirm:spent:{nonce}"))
-                    .arg(1)
-                    .arg("NX")
-                    .arg("EXAT")
-                    .arg(expires.saturating_add(1));
-                let set = command.query_async::<Option<String>>(&mut connection);
-                match tokio::time::timeout(REQUEST_TIMEOUT, set).await {
-                    Ok(Ok(reply)) => reply.is_some(),
-                    Ok(Err(error)) => {
-                        tracing::warn!(
-                            "the state store at {at} could not spend an approval: {error}; the user is asked again"
-                        );
-                        false
-                    }
-                    Err(_) => {
-                        tracing::warn!(
-                            "the state store at {at} did not answer in time; the user is asked again"
-                        );
-                        false
-                    }
-                }
+    /// Records the approval `nonce` as spent until well past `expires`
+    /// (Unix seconds), if `key` (the key its state was verified with) is
+    /// still the store's. True when this call spent it; false when it was
+    /// spent before, the key changed (the store was emptied: its record of
+    /// spent approvals is gone too), or the store could not say.
+    pub(crate) async fn spend(&self, nonce: &str, expires: u64, key: &[u8; 32]) -> bool {
+        let connection = match &self.backend {
+            Backend::Local(spent) => return spent.spend(nonce, expires),
+            Backend::Redis { connection, at } => (connection.clone(), at),
+        };
+        let (mut connection, at) = connection;
+        // Relative, and longer than the state lives, so no replica whose
+        // clock is behind the store's (or the sealer's) outlives it.
+        let lifetime = expires.saturating_sub(unix_now()) + CLOCK_SKEW_SECS;
+        let mut spend = redis::cmd("EVAL");
+        spend
+            .arg(SPEND_SCRIPT)
+            .arg(2)
+            .arg(format!("{PREFIX}confirm:key"))
+            .arg(format!("{PREFIX}confirm:spent:{nonce}"))
+            .arg(hex(key))
+            .arg(lifetime);
+        match tokio::time::timeout(REQUEST_TIMEOUT, spend.query_async::<i64>(&mut connection)).await
+        {
+            Ok(Ok(1)) => true,
+            Ok(Ok(0)) => false,
+            Ok(Ok(_)) => {
+                tracing::warn!(
+                    "the confirmation key in the state store at {at} is not this replica's; \
+                     the answer is asked again"
+                );
+                self.refresh().await;
+                false
+            }
+            Ok(Err(error)) => {
+                tracing::warn!(
+                    "the state store at {at} could not spend an approval: {error}; the user is asked again"
+                );
+                false
+            }
+            Err(_) => {
+                tracing::warn!(
+                    "the state store at {at} did not answer in time; the user is asked again"
+                );
+                false
             }
         }
     }
 }
+
+/// Spends an approval only under the key its state was sealed with: 1
+/// spent now, 0 spent before, -1 the store's key is another (or gone).
+const SPEND_SCRIPT: &str = "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end \
+    if redis.call('SET', KEYS[2], '1', 'NX', 'EX', ARGV[2]) then return 1 end return 0";
+
+/// Stores a proposed sealing key unless there is one, and returns the one
+/// there is, in one step.
+const AGREE_SCRIPT: &str = "local key = redis.call('GET', KEYS[1]) if key then return key end \
+    redis.call('SET', KEYS[1], ARGV[1]) return ARGV[1]";
+
+/// How far apart the replicas' and the store's clocks may be without an
+/// approval outliving its record of being spent.
+const CLOCK_SKEW_SECS: u64 = 300;
 
 impl std::fmt::Debug for StateStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -204,6 +254,128 @@ impl std::fmt::Debug for StateStore {
     }
 }
 
+/// How long a 2025-11-25 session is kept in the store after its last use;
+/// one used later is gone, and its client starts a new one (HTTP 404, as
+/// the specification prescribes).
+#[cfg(feature = "http")]
+const SESSION_TTL_SECS: u64 = 3600;
+
+#[cfg(feature = "http")]
+fn session_key(id: &str) -> String {
+    format!("{PREFIX}session:{id}")
+}
+
+/// `request`, given [`REQUEST_TIMEOUT`] to answer.
+#[cfg(feature = "http")]
+async fn within<T>(request: impl Future<Output = redis::RedisResult<T>>) -> Result<T, String> {
+    match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err(format!("no answer within {} s", REQUEST_TIMEOUT.as_secs())),
+    }
+}
+
+#[cfg(feature = "http")]
+impl StateStore {
+    /// The shared connection, and the address for messages.
+    fn connection(&self) -> Option<(ConnectionManager, &str)> {
+        match &self.backend {
+            Backend::Redis { connection, at } => Some((connection.clone(), at)),
+            Backend::Local(_) => None,
+        }
+    }
+
+    /// The skills loaded and invoked in session `id` on any replica (and
+    /// the session's lease renewed); `None` without a shared store or an
+    /// answer from it.
+    pub(crate) async fn session_skills(&self, id: &str) -> Option<(Vec<String>, Vec<String>)> {
+        let (mut connection, at) = self.connection()?;
+        let key = session_key(id);
+        let mut pipe = redis::pipe();
+        pipe.cmd("SMEMBERS").arg(format!("{key}:activated"));
+        pipe.cmd("SMEMBERS").arg(format!("{key}:invoked"));
+        for name in [
+            key.clone(),
+            format!("{key}:activated"),
+            format!("{key}:invoked"),
+        ] {
+            pipe.cmd("EXPIRE").arg(name).arg(SESSION_TTL_SECS).ignore();
+        }
+        match within(pipe.query_async(&mut connection)).await {
+            Ok(sets) => Some(sets),
+            Err(why) => {
+                tracing::warn!("the state store at {at} did not give a session's skills: {why}");
+                None
+            }
+        }
+    }
+
+    /// Records `skill` in session `id`'s `list` (`activated` or
+    /// `invoked`) for the other replicas.
+    pub(crate) async fn add_session_skill(&self, id: &str, list: &str, skill: &str) {
+        let Some((mut connection, at)) = self.connection() else {
+            return;
+        };
+        let key = format!("{}:{list}", session_key(id));
+        let mut pipe = redis::pipe();
+        pipe.cmd("SADD").arg(&key).arg(skill).ignore();
+        pipe.cmd("EXPIRE").arg(&key).arg(SESSION_TTL_SECS).ignore();
+        if let Err(why) = within(pipe.query_async::<()>(&mut connection)).await {
+            tracing::warn!("the state store at {at} did not record a session's skill: {why}");
+        }
+    }
+}
+
+/// 2025-11-25 sessions kept in a shared store, for rmcp: it stores a
+/// session's handshake after `initialize`, and a replica that gets a
+/// request for a session it does not hold loads it and replays the
+/// handshake, so no balancer stickiness is needed.
+#[cfg(feature = "http")]
+pub(crate) struct SharedSessions(pub(crate) std::sync::Arc<StateStore>);
+
+#[cfg(feature = "http")]
+#[async_trait::async_trait]
+impl SessionStore for SharedSessions {
+    async fn load(&self, session_id: &str) -> Result<Option<SessionState>, SessionStoreError> {
+        let Some((mut connection, _)) = self.0.connection() else {
+            return Ok(None);
+        };
+        let mut get = redis::cmd("GETEX");
+        get.arg(session_key(session_id))
+            .arg("EX")
+            .arg(SESSION_TTL_SECS);
+        let stored: Option<String> = within(get.query_async(&mut connection)).await?;
+        Ok(stored.map(|json| serde_json::from_str(&json)).transpose()?)
+    }
+
+    async fn store(&self, session_id: &str, state: &SessionState) -> Result<(), SessionStoreError> {
+        let Some((mut connection, _)) = self.0.connection() else {
+            return Ok(());
+        };
+        let mut set = redis::cmd("SET");
+        set.arg(session_key(session_id))
+            .arg(serde_json::to_string(state)?)
+            .arg("EX")
+            .arg(SESSION_TTL_SECS);
+        within(set.query_async::<()>(&mut connection)).await?;
+        Ok(())
+    }
+
+    async fn delete(&self, session_id: &str) -> Result<(), SessionStoreError> {
+        let Some((mut connection, _)) = self.0.connection() else {
+            return Ok(());
+        };
+        let key = session_key(session_id);
+        let mut delete = redis::cmd("DEL");
+        delete
+            .arg(&key)
+            .arg(format!("{key}:activated"))
+            .arg(format!("{key}:invoked"));
+        within(delete.query_async::<()>(&mut connection)).await?;
+        Ok(())
+    }
+}
+
 /// Approvals spent in this process, each kept until its state expires.
 #[derive(Default)]
 pub(crate) struct SpentNonces(Mutex<HashMap<String, u64>>);
@@ -211,7 +383,7 @@ pub(crate) struct SpentNonces(Mutex<HashMap<String, u64>>);
 impl SpentNonces {
     /// True the first time `nonce` is spent.
     pub(crate) fn spend(&self, nonce: &str, expires: u64) -> bool {
-        let now = super::confirm::unix_now();
+        let now = unix_now();
         let mut spent = self.0.lock().unwrap_or_else(|e| e.into_inner());
         spent.retain(|_, until| *until >= now);
         spent.insert(nonce.to_string(), expires).is_none()
@@ -225,21 +397,22 @@ async fn agree_on_key(
     proposed: &[u8; 32],
 ) -> Result<[u8; 32], String> {
     let name = format!("{PREFIX}confirm:key");
-    let _: Option<String> = redis::cmd("SET")
-        .arg(&name)
-        .arg(hex(proposed))
-        .arg("NX")
-        .query_async(connection)
-        .await
-        .map_err(|e| e.to_string())?;
-    let stored: String = redis::cmd("GET")
-        .arg(&name)
+    let mut agree = redis::cmd("EVAL");
+    agree.arg(AGREE_SCRIPT).arg(1).arg(&name).arg(hex(proposed));
+    let stored: String = agree
         .query_async(connection)
         .await
         .map_err(|e| e.to_string())?;
     unhex(&stored).ok_or_else(|| {
         format!("{name} does not hold a key this host wrote; delete it and restart the replicas")
     })
+}
+
+/// Seconds since the Unix epoch, by this machine's clock.
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 fn random_key() -> std::io::Result<[u8; 32]> {
@@ -263,17 +436,15 @@ fn unhex(text: &str) -> Option<[u8; 32]> {
     Some(key)
 }
 
-/// `address` with any `user:password@` removed, safe to print.
+/// `address` with anything that could hold a secret removed (`user:password@`,
+/// however many `/` or `@` the password has, and any query), safe to print.
 fn without_credentials(address: &str) -> String {
     let Some((scheme, rest)) = address.split_once("://") else {
         return "(not a URL)".into();
     };
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let (authority, path) = rest.split_at(authority_end);
-    let host = authority
-        .rsplit_once('@')
-        .map_or(authority, |(_, host)| host);
-    format!("{scheme}://{host}{path}")
+    let rest = rest.split(['?', '#']).next().unwrap_or_default();
+    let host = rest.rsplit_once('@').map_or(rest, |(_, host)| host);
+    format!("{scheme}://{host}")
 }
 
 #[cfg(test)]
@@ -287,6 +458,11 @@ mod tests {
             "redis://db:6380/2"
         );
         assert_eq!(without_credentials("redis://db"), "redis://db");
+        assert_eq!(without_credentials("redis://:pa/ss@db/1"), "redis://db/1");
+        assert_eq!(
+            without_credentials("redis+unix:///run/redis.sock?pass=secret&db=x"),
+            "redis+unix:///run/redis.sock"
+        );
         assert_eq!(without_credentials("secret"), "(not a URL)");
     }
 
@@ -301,7 +477,7 @@ mod tests {
     #[test]
     fn a_local_nonce_is_spent_once() {
         let spent = SpentNonces::default();
-        let later = super::super::confirm::unix_now() + 60;
+        let later = unix_now() + 60;
         assert!(spent.spend("n1", later));
         assert!(!spent.spend("n1", later));
         assert!(spent.spend("n2", later));

@@ -233,6 +233,47 @@ fn texts(overlay: &Overlay, change: &Change) -> Result<(String, String), &'stati
     Ok((before, after))
 }
 
+/// A digest of everything `set` would write: each path, what happens to
+/// it, and every byte it would hold (a link: its target). An approval of
+/// the diff a person was shown binds to this rather than to the excerpt
+/// they read, which may be cut or redacted: two runs whose changes differ
+/// anywhere get different digests.
+pub(super) fn content_digest(overlay: &Overlay, set: &ChangeSet) -> String {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    let field = |hasher: &mut sha2::Sha256, bytes: &[u8]| {
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(bytes);
+    };
+    for change in &set.changes {
+        field(&mut hasher, change.path.as_bytes());
+        let what = format!(
+            "{:?} {:?} {:?}",
+            change.change, change.kind, change.after_bytes
+        );
+        field(&mut hasher, what.as_bytes());
+        if change.change == ChangeKind::Deleted {
+            continue;
+        }
+        match change.kind {
+            Kind::File => match overlay.open_upper(&change.path) {
+                Ok(mut file) => {
+                    if std::io::copy(&mut file, &mut hasher).is_err() {
+                        field(&mut hasher, b"unreadable");
+                    }
+                }
+                Err(_) => field(&mut hasher, b"unreadable"),
+            },
+            Kind::Link => {
+                let target = overlay.raw_link(&change.path).unwrap_or_default();
+                field(&mut hasher, target.as_bytes());
+            }
+            _ => {}
+        }
+    }
+    crate::digest::finish(hasher)
+}
+
 /// A unified diff of every text file changed, cut at `max_bytes`; other
 /// files are named with their sizes.
 pub(super) fn excerpt(overlay: &Overlay, set: &ChangeSet, max_bytes: usize) -> String {

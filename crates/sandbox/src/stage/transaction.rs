@@ -308,6 +308,12 @@ impl Stage {
         changes::excerpt(&self.overlay, set, max_bytes)
     }
 
+    /// A digest of every byte the changes would write, so an approval can
+    /// bind to exactly what was staged.
+    pub fn content_digest(&self, set: &ChangeSet) -> String {
+        changes::content_digest(&self.overlay, set)
+    }
+
     /// The changes as a git-format patch; binary files cannot be in one.
     pub fn patch(&self, set: &ChangeSet) -> Result<String, Vec<String>> {
         changes::patch(&self.overlay, set)

@@ -182,7 +182,9 @@ pub(super) fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
                 let store = StateStore::redis(address, password.as_deref())
                     .await
                     .map_err(|e| match e {
-                        StateError::Unreachable { .. } => CliError::Other(e.into()),
+                        StateError::Unreachable { .. } | StateError::Evicts { .. } => {
+                            CliError::Other(e.into())
+                        }
                         _ => CliError::Usage(e.to_string()),
                     })?;
                 server.state(store)
