@@ -29,10 +29,16 @@ struct Redis {
 
 impl Redis {
     fn start(port: u16) -> Redis {
+        Self::start_with(port, &[])
+    }
+
+    /// A server with `extra` settings (`--name value` pairs).
+    fn start_with(port: u16, extra: &[&str]) -> Redis {
         let mut child = Command::new("redis-server")
             .args(["--bind", "127.0.0.1", "--port", &port.to_string()])
             .args(["--save", "", "--appendonly", "no"])
             .args(["--requirepass", PASSWORD])
+            .args(extra)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -331,6 +337,32 @@ fn a_state_store_that_cannot_be_used_is_refused_at_start() {
     let run = skillbox_e2e::run(&["serve", "--state", &unreachable]);
     assert_eq!(run.code, 2, "{run:?}");
     run.stderr_says(&["--http"]);
+}
+
+/// A store that may evict keys under memory pressure would drop spent
+/// approvals before the key: a replica refuses it at start.
+#[test]
+fn a_store_that_evicts_keys_is_refused_at_start() {
+    if !redis_installed() {
+        return;
+    }
+    let redis = Redis::start_with(free_port(), &["--maxmemory-policy", "allkeys-lru"]);
+    let dir = tempfile::tempdir().unwrap();
+    let password_file = dir.path().join("redis-password");
+    std::fs::write(&password_file, PASSWORD).unwrap();
+    let state = format!("redis://127.0.0.1:{}", redis.port);
+    let run = skillbox_e2e::run(&[
+        "serve",
+        "--http",
+        "127.0.0.1:0",
+        "--state",
+        &state,
+        "--state-password-file",
+        password_file.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 1, "{run:?}");
+    run.stderr_says(&["allkeys-lru", "noeviction"]);
+    assert!(!run.stderr.contains(PASSWORD), "{}", run.stderr);
 }
 
 /// The tool calls an audit log records, by tool.

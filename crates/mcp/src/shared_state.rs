@@ -43,7 +43,7 @@ pub enum StateError {
     #[error("the state store at {at} cannot be used: {why}")]
     Unreachable { at: String, why: String },
     #[error(
-        "the state store at {at} evicts keys that expire first (maxmemory-policy {policy}): under memory pressure it would forget spent approvals and keep the key, so an approval could count twice; set maxmemory-policy to noeviction (or an allkeys-* policy)"
+        "the state store at {at} evicts keys under memory pressure (maxmemory-policy {policy}): it would forget spent approvals (written once, never read) before the key (read every second), so an approval could count twice; set maxmemory-policy to noeviction"
     )]
     Evicts { at: String, policy: String },
 }
@@ -104,13 +104,14 @@ impl StateStore {
             .get_connection_manager_with_config(config)
             .await
             .map_err(|e| unreachable(e.to_string()))?;
-        // A store that may refuse CONFIG (managed services do) is taken
-        // at its word; docs/deploy.md says what to set.
+        // Only noeviction is safe. A store that refuses CONFIG (managed
+        // services may) is taken at its word; docs/deploy.md says what to
+        // set.
         let mut policy = redis::cmd("CONFIG");
         policy.arg("GET").arg("maxmemory-policy");
         if let Ok(reply) = policy.query_async::<Vec<String>>(&mut connection).await
             && let Some(policy) = reply.get(1)
-            && policy.starts_with("volatile")
+            && policy != "noeviction"
         {
             return Err(StateError::Evicts {
                 at,
@@ -260,6 +261,12 @@ impl std::fmt::Debug for StateStore {
 #[cfg(feature = "http")]
 const SESSION_TTL_SECS: u64 = 3600;
 
+/// The largest session handshake kept in the store. A client's
+/// `initialize` is a few hundred bytes; this is for its capabilities and
+/// name, not for whatever a request body may carry.
+#[cfg(feature = "http")]
+const MAX_SESSION_STATE_BYTES: usize = 16 * 1024;
+
 #[cfg(feature = "http")]
 fn session_key(id: &str) -> String {
     format!("{PREFIX}session:{id}")
@@ -352,9 +359,20 @@ impl SessionStore for SharedSessions {
         let Some((mut connection, _)) = self.0.connection() else {
             return Ok(());
         };
+        let json = serde_json::to_string(state)?;
+        if json.len() > MAX_SESSION_STATE_BYTES {
+            // Such a session lives on its replica alone (the balancer's
+            // stickiness, if any, keeps it there), so no client fills the
+            // store with handshakes.
+            return Err(format!(
+                "the session's handshake is {} bytes, over the {MAX_SESSION_STATE_BYTES} the shared store keeps",
+                json.len()
+            )
+            .into());
+        }
         let mut set = redis::cmd("SET");
         set.arg(session_key(session_id))
-            .arg(serde_json::to_string(state)?)
+            .arg(json)
             .arg("EX")
             .arg(SESSION_TTL_SECS);
         within(set.query_async::<()>(&mut connection)).await?;
