@@ -60,6 +60,21 @@ impl Redis {
     }
 }
 
+impl Redis {
+    /// The `--state` address of this server.
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}", self.port)
+    }
+}
+
+/// The store's password in a file in `dir`, as `--state-password-file`
+/// takes it (with the newline an editor leaves).
+fn password_file(dir: &Path) -> std::path::PathBuf {
+    let file = dir.join("redis-password");
+    std::fs::write(&file, format!("{PASSWORD}\n")).unwrap();
+    file
+}
+
 impl Drop for Redis {
     fn drop(&mut self) {
         let _ = self.child.kill();
@@ -182,9 +197,8 @@ async fn an_approval_answered_through_another_replica_runs_once_and_a_replay_is_
     }
     let redis = Redis::start(free_port());
     let dir = tempfile::tempdir().unwrap();
-    let password_file = dir.path().join("redis-password");
-    std::fs::write(&password_file, format!("{PASSWORD}\n")).unwrap();
-    let state = format!("redis://127.0.0.1:{}", redis.port);
+    let password_file = password_file(dir.path());
+    let state = redis.url();
     let kit = testkit_skills();
     let ws = workspace(&[]);
     let out = ws.path().join("out.txt");
@@ -265,9 +279,8 @@ async fn a_replica_whose_store_is_down_is_not_ready_and_takes_no_approval_until_
     let port = free_port();
     let redis = Redis::start(port);
     let dir = tempfile::tempdir().unwrap();
-    let password_file = dir.path().join("redis-password");
-    std::fs::write(&password_file, PASSWORD).unwrap();
-    let state = format!("redis://127.0.0.1:{port}");
+    let password_file = password_file(dir.path());
+    let state = redis.url();
     let kit = testkit_skills();
     let ws = workspace(&[]);
     let out = ws.path().join("out.txt");
@@ -348,9 +361,8 @@ fn a_store_that_evicts_keys_is_refused_at_start() {
     }
     let redis = Redis::start_with(free_port(), &["--maxmemory-policy", "allkeys-lru"]);
     let dir = tempfile::tempdir().unwrap();
-    let password_file = dir.path().join("redis-password");
-    std::fs::write(&password_file, PASSWORD).unwrap();
-    let state = format!("redis://127.0.0.1:{}", redis.port);
+    let password_file = password_file(dir.path());
+    let state = redis.url();
     let run = skillbox_e2e::run(&[
         "serve",
         "--http",
@@ -387,9 +399,8 @@ async fn a_session_is_answered_by_every_replica_behind_a_balancer_with_no_sticki
     };
     let redis = Redis::start(free_port());
     let dir = tempfile::tempdir().unwrap();
-    let password_file = dir.path().join("redis-password");
-    std::fs::write(&password_file, PASSWORD).unwrap();
-    let state = format!("redis://127.0.0.1:{}", redis.port);
+    let password_file = password_file(dir.path());
+    let state = redis.url();
     let kit = testkit_skills();
     let audits: Vec<_> = (0..3)
         .map(|i| dir.path().join(format!("audit-{i}.jsonl")))
