@@ -46,7 +46,7 @@ pub(crate) fn confirm_flags<'a>(kit: &'a Path, ws: &'a Path, audit: &'a Path) ->
 }
 
 /// Serve only the testkit, every tool listed up front.
-fn testkit_flags(kit: &Path) -> Vec<&str> {
+pub(crate) fn testkit_flags(kit: &Path) -> Vec<&str> {
     vec![
         "--skills",
         kit.to_str().unwrap(),
@@ -207,7 +207,7 @@ async fn a_stateless_client_answers_an_input_required_round() {
 }
 
 /// Polls a task until it is terminal.
-async fn wait_terminal(client: &Client, id: &str) -> rmcp::model::DetailedTask {
+pub(crate) async fn wait_terminal(client: &Client, id: &str) -> rmcp::model::DetailedTask {
     loop {
         let task = client
             .peer()
@@ -222,7 +222,7 @@ async fn wait_terminal(client: &Client, id: &str) -> rmcp::model::DetailedTask {
     }
 }
 
-fn sleep_call(ms: u64) -> CallToolRequestParams {
+pub(crate) fn sleep_call(ms: u64) -> CallToolRequestParams {
     CallToolRequestParams::new("testkit__sleep-ms").with_arguments(args(json!({"ms": ms})))
 }
 

@@ -4,19 +4,26 @@
 //! stateless approval asked through one replica is answered through
 //! another and runs once, a replay through any replica is asked again, and
 //! a replica whose store is down says so on `/readyz` and takes no
-//! approval until the store is back.
+//! approval until the store is back; a task started on one replica is
+//! read and cancelled through the others, and reads as failed on them
+//! once its replica is killed.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use rmcp::model::{CallToolRequestParams, CallToolResponse, InputResponses};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, InputResponses,
+    TaskPayload, TaskStatus,
+};
 use serde_json::{Value, json};
 use skillbox_e2e::mcp::{Client, Recorder, base_url, connect_stateless, serve_http};
 use skillbox_e2e::{testkit_skills, workspace};
 
-use crate::mcp_confirm_tasks::{confirm_flags, write_call};
+use crate::mcp_confirm_tasks::{
+    confirm_flags, sleep_call, testkit_flags, wait_terminal, write_call,
+};
 
 const PASSWORD: &str = "redis-test-pass-51c9e0";
 
@@ -79,6 +86,37 @@ impl Drop for Redis {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// A Redis of its own for three replicas, with the store's password in
+/// a file and an audit log for each replica, in `dir`.
+struct Cluster {
+    _redis: Redis,
+    dir: tempfile::TempDir,
+    password_file: std::path::PathBuf,
+    /// The `--state` address.
+    state: String,
+    audits: Vec<std::path::PathBuf>,
+}
+
+impl Cluster {
+    /// `None` (the test skips) when redis-server is not installed.
+    fn start() -> Option<Cluster> {
+        if !redis_installed() {
+            return None;
+        }
+        let redis = Redis::start(free_port());
+        let dir = tempfile::tempdir().unwrap();
+        Some(Cluster {
+            password_file: password_file(dir.path()),
+            state: redis.url(),
+            audits: (0..3)
+                .map(|i| dir.path().join(format!("audit-{i}.jsonl")))
+                .collect(),
+            dir,
+            _redis: redis,
+        })
     }
 }
 
@@ -192,19 +230,13 @@ async fn is_asked_again(client: &Client, call: CallToolRequestParams) {
 
 #[tokio::test]
 async fn an_approval_answered_through_another_replica_runs_once_and_a_replay_is_asked_again() {
-    if !redis_installed() {
+    let Some(cluster) = Cluster::start() else {
         return;
-    }
-    let redis = Redis::start(free_port());
-    let dir = tempfile::tempdir().unwrap();
-    let password_file = password_file(dir.path());
-    let state = redis.url();
+    };
+    let (password_file, state, audits) = (&cluster.password_file, &cluster.state, &cluster.audits);
     let kit = testkit_skills();
     let ws = workspace(&[]);
     let out = ws.path().join("out.txt");
-    let audits: Vec<_> = (0..3)
-        .map(|i| dir.path().join(format!("audit-{i}.jsonl")))
-        .collect();
     let replicas: Vec<_> = audits
         .iter()
         .map(|audit| {
@@ -212,8 +244,8 @@ async fn an_approval_answered_through_another_replica_runs_once_and_a_replay_is_
                 kit.path(),
                 ws.path(),
                 audit,
-                &state,
-                &password_file,
+                state,
+                password_file,
             ))
         })
         .collect();
@@ -391,20 +423,22 @@ fn calls_of(audit: &Path, tool: &str) -> usize {
 /// its calls are answered by whichever replica each request reaches.
 #[tokio::test]
 async fn a_session_is_answered_by_every_replica_behind_a_balancer_with_no_stickiness() {
-    if !redis_installed() || !skillbox_e2e::python_sdk() {
+    if !skillbox_e2e::python_sdk() {
         return;
     }
     let Some(haproxy) = crate::load_balancer::haproxy() else {
         return;
     };
-    let redis = Redis::start(free_port());
-    let dir = tempfile::tempdir().unwrap();
-    let password_file = password_file(dir.path());
-    let state = redis.url();
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let (dir, password_file, state, audits) = (
+        cluster.dir.path(),
+        &cluster.password_file,
+        &cluster.state,
+        &cluster.audits,
+    );
     let kit = testkit_skills();
-    let audits: Vec<_> = (0..3)
-        .map(|i| dir.path().join(format!("audit-{i}.jsonl")))
-        .collect();
     // Tools are listed only once their skill is loaded (the default), so
     // a replica that did not see load_skill must learn it from the store.
     let replicas: Vec<_> = audits
@@ -418,7 +452,7 @@ async fn a_session_is_answered_by_every_replica_behind_a_balancer_with_no_sticki
                 "--audit",
                 audit.to_str().unwrap(),
                 "--state",
-                &state,
+                state,
                 "--state-password-file",
                 password_file.to_str().unwrap(),
             ])
@@ -432,7 +466,7 @@ async fn a_session_is_answered_by_every_replica_behind_a_balancer_with_no_sticki
         &haproxy,
         &skillbox_e2e::repo().join("deploy/haproxy/haproxy-shared-state.cfg"),
         &urls,
-        dir.path(),
+        dir,
     )
     .await;
 
@@ -472,5 +506,145 @@ async fn a_session_is_answered_by_every_replica_behind_a_balancer_with_no_sticki
     assert!(
         served.iter().filter(|n| **n > 0).count() >= 2,
         "every call reached one replica: {served:?}"
+    );
+}
+
+/// A long call that becomes a task on one replica: the others read it
+/// while it runs and once it is done, cancel another through a third, and
+/// once its replica is killed (SIGKILL, nothing said to anyone) the others
+/// read its task as failed, the same on each.
+#[tokio::test]
+async fn a_task_is_read_and_cancelled_through_every_replica_and_fails_when_its_replica_dies() {
+    let Some(cluster) = Cluster::start() else {
+        return;
+    };
+    let (password_file, state, audits) = (&cluster.password_file, &cluster.state, &cluster.audits);
+    let kit = testkit_skills();
+    let mut replicas: Vec<_> = audits
+        .iter()
+        .map(|audit| {
+            let mut flags = testkit_flags(kit.path());
+            flags.extend([
+                "--task-after-ms",
+                "200",
+                "--timeout-ms",
+                "60000",
+                "--audit",
+                audit.to_str().unwrap(),
+                "--state",
+                state,
+                "--state-password-file",
+                password_file.to_str().unwrap(),
+            ]);
+            serve_http(&flags)
+        })
+        .collect();
+    let mut clients = Vec::new();
+    for (_, url) in &replicas {
+        readyz_until(url, 200).await;
+        let tasks = Recorder {
+            tasks: true,
+            ..Default::default()
+        };
+        clients.push(connect_stateless(tasks, url).await);
+    }
+    let get = |client: usize, id: &str| {
+        let (peer, id) = (clients[client].peer().clone(), id.to_owned());
+        async move { peer.get_task(GetTaskParams::new(id)).await.map(|r| r.task) }
+    };
+
+    // Started on replica 0, known to replica 2 at once, and its result
+    // read through replica 1.
+    let CallToolResponse::Task(created) =
+        clients[0].call_tool_once(sleep_call(1500)).await.unwrap()
+    else {
+        panic!("a long call becomes a task")
+    };
+    let id = created.task.task_id;
+    get(2, &id)
+        .await
+        .expect("replica 2 knows the task as soon as it exists");
+    let done = wait_terminal(&clients[1], &id).await;
+    let TaskPayload::Completed { result } = &done.payload else {
+        panic!("the task completes, read through another replica: {done:?}")
+    };
+    assert_ne!(
+        result.get("isError"),
+        Some(&Value::Bool(true)),
+        "{result:?}"
+    );
+    assert_eq!(get(2, &id).await.unwrap(), done);
+
+    // Cancelled through replica 2, which does not run it: replica 0 stops
+    // the call, and every replica reads it cancelled.
+    let spin = || clients[0].call_tool_once(CallToolRequestParams::new("testkit__spin"));
+    let CallToolResponse::Task(spinning) = spin().await.unwrap() else {
+        panic!("a spinning call becomes a task")
+    };
+    let spin_id = spinning.task.task_id;
+    assert_eq!(
+        get(1, &spin_id).await.unwrap().status(),
+        TaskStatus::Working
+    );
+    clients[2]
+        .peer()
+        .cancel_task(CancelTaskParams::new(spin_id.clone()))
+        .await
+        .expect("tasks/cancel through another replica");
+    assert_eq!(
+        wait_terminal(&clients[1], &spin_id).await.status(),
+        TaskStatus::Cancelled
+    );
+    assert_eq!(
+        get(0, &spin_id).await.unwrap().status(),
+        TaskStatus::Cancelled
+    );
+    assert_eq!(
+        calls_of(&audits[0], "testkit__spin"),
+        1,
+        "the owner stopped the call"
+    );
+
+    // An id no replica handed out, and one shaped like a key of the
+    // store, are unknown everywhere.
+    for id in [
+        "0b6c8f1e-5d1a-4f0e-9a51-3f1c9f0b7e21",
+        "skillbox:confirm:key",
+    ] {
+        let unknown = get(1, id).await.expect_err("an unknown task");
+        assert!(unknown.to_string().contains("unknown task"), "{unknown}");
+    }
+
+    // Replica 0 is killed while a task runs on it.
+    let CallToolResponse::Task(orphan) = spin().await.unwrap() else {
+        panic!("a spinning call becomes a task")
+    };
+    let orphan_id = orphan.task.task_id;
+    assert_eq!(
+        get(1, &orphan_id).await.unwrap().status(),
+        TaskStatus::Working
+    );
+    let (mut owner, _) = replicas.remove(0);
+    owner.0.kill().unwrap();
+    owner.0.wait().unwrap();
+    // The lease is 10 s; a minute means it was never settled.
+    let failed = tokio::time::timeout(
+        Duration::from_secs(60),
+        wait_terminal(&clients[1], &orphan_id),
+    )
+    .await
+    .expect("the task of a killed replica is settled once its lease runs out");
+    let TaskPayload::Failed { error } = &failed.payload else {
+        panic!("the task of a killed replica fails: {failed:?}")
+    };
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("stopped answering") && message.contains("Run the call again"),
+        "{message}"
+    );
+    assert_eq!(
+        get(2, &orphan_id).await.unwrap(),
+        failed,
+        "every replica reads the same"
     );
 }

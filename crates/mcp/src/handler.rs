@@ -156,8 +156,8 @@ impl ServerHandler for Session {
     ) -> Result<GetTaskResult, McpError> {
         self.server
             .tasks
-            .manager
-            .get_task(&request.task_id)
+            .get(&request.task_id)
+            .await
             .map(GetTaskResult::new)
     }
 
@@ -168,8 +168,8 @@ impl ServerHandler for Session {
     ) -> Result<(), McpError> {
         self.server
             .tasks
-            .manager
-            .update_task(&request.task_id, request.input_responses)
+            .update(&request.task_id, request.input_responses)
+            .await
     }
 
     async fn cancel_task(
@@ -177,7 +177,7 @@ impl ServerHandler for Session {
         request: CancelTaskParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.server.tasks.manager.cancel_task(&request.task_id)
+        self.server.tasks.cancel(&request.task_id).await
     }
 
     async fn call_tool(

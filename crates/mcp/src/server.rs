@@ -94,7 +94,12 @@ pub struct Shared {
 impl Shared {
     pub(crate) fn new(host: Arc<Host>, options: ServeOptions, state: Arc<StateStore>) -> Self {
         Shared {
-            tasks: Tasks::new(options.task_after, options.task_ttl, options.max_tasks),
+            tasks: Tasks::new(
+                options.task_after,
+                options.task_ttl,
+                options.max_tasks,
+                state.clone(),
+            ),
             seal: Arc::new(StateSeal::new(options.confirm_timeout, state.clone())),
             #[cfg(feature = "http")]
             state,

@@ -10,17 +10,24 @@
 //! A task is the same call on the same path: its limits, grants and audit
 //! record do not change. `tasks/cancel` stops the guest at its next epoch
 //! tick. Results are kept for the TTL and then dropped.
+//!
+//! With a shared state store (`serve --state`) every task is mirrored into
+//! it while it runs (see `shared_state::tasks`), so any replica answers
+//! `tasks/get` and `tasks/cancel` for it, and a task whose replica died
+//! reads as failed within the lease instead of vanishing.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CallToolResponse, CallToolResult, CreateTaskResult};
+use rmcp::model::{CallToolResponse, CallToolResult, CreateTaskResult, DetailedTask, TaskPayload};
 use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::calls::{ProgressSink, with_progress};
+use super::shared_state::{self, Sharing, StateStore};
 
 /// Tasks running at once by default; past it, calls simply run to the end
 /// in their request.
@@ -42,15 +49,57 @@ pub(crate) struct Tasks {
     pub ttl: Duration,
     /// Tasks running at once.
     pub max: usize,
+    /// Where tasks are shared with other replicas, if anywhere.
+    store: Arc<StateStore>,
 }
 
 impl Tasks {
-    pub(crate) fn new(after: Duration, ttl: Duration, max: usize) -> Self {
+    pub(crate) fn new(after: Duration, ttl: Duration, max: usize, store: Arc<StateStore>) -> Self {
         Tasks {
             manager: TaskManager::new(),
             after,
             ttl,
             max,
+            store,
+        }
+    }
+
+    /// `tasks/get`: a task of this replica, or one another replica shares.
+    pub(crate) async fn get(&self, id: &str) -> Result<DetailedTask, McpError> {
+        match self.manager.get_task(id) {
+            Ok(task) => Ok(task),
+            Err(unknown) => match self.store.shared_task(id).await {
+                Ok(Some(task)) => Ok(task),
+                Ok(None) => Err(unknown),
+                Err(why) => Err(store_silent(&why)),
+            },
+        }
+    }
+
+    /// `tasks/cancel`: cancels a task of this replica, or asks the replica
+    /// that runs it to, which it does within a second.
+    pub(crate) async fn cancel(&self, id: &str) -> Result<(), McpError> {
+        match self.manager.cancel_task(id) {
+            Ok(()) => Ok(()),
+            Err(unknown) => match self.store.cancel_shared_task(id).await {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(unknown),
+                Err(why) => Err(store_silent(&why)),
+            },
+        }
+    }
+
+    /// `tasks/update`: this host's tasks never ask for input, so responses
+    /// are ignored, as the extension prescribes for unknown keys; an
+    /// unknown task is an error.
+    pub(crate) async fn update(
+        &self,
+        id: &str,
+        responses: rmcp::model::InputResponses,
+    ) -> Result<(), McpError> {
+        match self.manager.update_task(id, responses) {
+            Ok(()) => Ok(()),
+            Err(_) => self.get(id).await.map(|_| ()),
         }
     }
 
@@ -112,27 +161,93 @@ impl Tasks {
             )
             .with_poll_interval_ms(POLL_INTERVAL_MS)
             .with_status_message("running");
+        let (manager, store) = (self.manager.clone(), self.store.clone());
         let task = self.manager.spawn(options, move |context| {
             Box::pin(async move {
+                let id = context.task_id().to_owned();
                 let mut tick = tokio::time::interval(Duration::from_secs(1));
-                loop {
+                let exit = loop {
                     tokio::select! {
-                        joined = &mut handle => return finished(joined).map_err(TaskExit::Error),
+                        joined = &mut handle => break finished(joined).map_err(TaskExit::Error),
                         () = context.cancelled() => {
                             cancel.cancel();
                             let _ = handle.await;
-                            return Err(TaskExit::Cancelled);
+                            break Err(TaskExit::Cancelled);
                         }
-                        _ = tick.tick() => context.set_status_message(format!(
-                            "running for {:.0} s",
-                            started.elapsed().as_secs_f64().floor()
-                        )),
+                        _ = tick.tick() => {
+                            context.set_status_message(format!(
+                                "running for {:.0} s",
+                                started.elapsed().as_secs_f64().floor()
+                            ));
+                            let Ok(now) = manager.get_task(&id) else { continue };
+                            match store.share_task(&now).await {
+                                Sharing::Kept => {}
+                                Sharing::CancelRequested => {
+                                    let _ = manager.cancel_task(&id);
+                                }
+                                Sharing::Settled => {
+                                    cancel.cancel();
+                                    let _ = handle.await;
+                                    break Err(TaskExit::Error(shared_state::abandoned()));
+                                }
+                            }
+                        }
                     }
+                };
+                match manager.get_task(&id) {
+                    Ok(now) => settle(&store, now, exit).await,
+                    Err(_) => exit,
                 }
             })
         });
+        if let Ok(now) = self.manager.get_task(&task.task_id) {
+            // Before the client has the id, so any replica can answer it.
+            self.store.share_task(&now).await;
+        }
         Ok(CallToolResponse::Task(CreateTaskResult::new(task)))
     }
+}
+
+/// Shares how the task ended, and ends it the same way here: a result
+/// too large to share fails on every replica, and a task another replica
+/// settled as failed (its lease ran out) fails here too.
+async fn settle(
+    store: &StateStore,
+    running: DetailedTask,
+    exit: Result<CallToolResult, TaskExit>,
+) -> Result<CallToolResult, TaskExit> {
+    if !store.is_shared() {
+        return exit;
+    }
+    let payload = |exit: &Result<CallToolResult, TaskExit>| match exit {
+        Ok(result) => TaskPayload::Completed {
+            result: shared_state::to_object(result),
+        },
+        Err(TaskExit::Cancelled) => TaskPayload::Cancelled,
+        Err(TaskExit::Error(error)) => TaskPayload::Failed {
+            error: shared_state::to_object(error),
+        },
+    };
+    let mut exit = exit;
+    let mut ended = shared_state::settled(running.clone(), payload(&exit));
+    if let Err(too_large) = store.task_fits(&ended) {
+        exit = Err(TaskExit::Error(too_large));
+        ended = shared_state::settled(running, payload(&exit));
+    }
+    match store.share_task(&ended).await {
+        Sharing::Settled => Err(TaskExit::Error(shared_state::abandoned())),
+        Sharing::Kept | Sharing::CancelRequested => exit,
+    }
+}
+
+/// The store that holds other replicas' tasks did not answer.
+fn store_silent(why: &str) -> McpError {
+    tracing::warn!("the state store did not answer about a task: {why}");
+    McpError::internal_error(
+        "this task is not on this replica, and the state store that knows the others' did not \
+         answer; try again in a moment",
+        None,
+    )
 }
 
 fn finished(

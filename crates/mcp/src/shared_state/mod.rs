@@ -8,6 +8,10 @@
 //! key, so an approval answered through another replica counts, and
 //! spends it with one atomic `SET NX`, so it counts once across them all.
 //!
+//! Tasks are shared too (see [`tasks`]): the replica that runs one
+//! mirrors it into the store, and any other answers `tasks/get` and
+//! `tasks/cancel` from there.
+//!
 //! A store that cannot be reached fails closed: an approval that cannot
 //! be spent is not taken (the user is asked again), and `/readyz` says
 //! the replica is not ready.
@@ -18,10 +22,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, IntoConnectionInfo};
+
+mod tasks;
 #[cfg(feature = "http")]
 use rmcp::transport::streamable_http_server::session::{
     SessionState, SessionStore, SessionStoreError,
 };
+pub(crate) use tasks::{Sharing, abandoned, settled, to_object};
 
 /// Keys in the store start with this, so one Redis can serve other uses.
 const PREFIX: &str = "skillbox:";
@@ -165,7 +172,6 @@ impl StateStore {
     }
 
     /// Whether other processes share this store.
-    #[cfg(feature = "http")]
     pub(crate) fn is_shared(&self) -> bool {
         !matches!(self.backend, Backend::Local(_))
     }
@@ -273,7 +279,6 @@ fn session_key(id: &str) -> String {
 }
 
 /// `request`, given [`REQUEST_TIMEOUT`] to answer.
-#[cfg(feature = "http")]
 async fn within<T>(request: impl Future<Output = redis::RedisResult<T>>) -> Result<T, String> {
     match tokio::time::timeout(REQUEST_TIMEOUT, request).await {
         Ok(Ok(value)) => Ok(value),
@@ -282,7 +287,6 @@ async fn within<T>(request: impl Future<Output = redis::RedisResult<T>>) -> Resu
     }
 }
 
-#[cfg(feature = "http")]
 impl StateStore {
     /// The shared connection, and the address for messages.
     fn connection(&self) -> Option<(ConnectionManager, &str)> {
@@ -291,7 +295,10 @@ impl StateStore {
             Backend::Local(_) => None,
         }
     }
+}
 
+#[cfg(feature = "http")]
+impl StateStore {
     /// The skills loaded and invoked in session `id` on any replica (and
     /// the session's lease renewed); `None` without a shared store or an
     /// answer from it.
