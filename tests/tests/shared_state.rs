@@ -595,8 +595,9 @@ async fn a_task_is_read_and_cancelled_through_every_replica_and_fails_when_its_r
         wait_terminal(&clients[1], &spin_id).await.status(),
         TaskStatus::Cancelled
     );
+    // The owner records its own end just after it shares it.
     assert_eq!(
-        get(0, &spin_id).await.unwrap().status(),
+        wait_terminal(&clients[0], &spin_id).await.status(),
         TaskStatus::Cancelled
     );
     assert_eq!(
@@ -605,15 +606,37 @@ async fn a_task_is_read_and_cancelled_through_every_replica_and_fails_when_its_r
         "the owner stopped the call"
     );
 
-    // An id no replica handed out, and one shaped like a key of the
-    // store, are unknown everywhere.
+    // Replica 0 freezes (SIGSTOP) past the lease while a task runs on it:
+    // the others report the task failed; once it runs again it finds the
+    // task settled, stops the call and reports the same failure.
+    let CallToolResponse::Task(frozen) = spin().await.unwrap() else {
+        panic!("a spinning call becomes a task")
+    };
+    let frozen_id = frozen.task.task_id;
+    // An id no replica handed out, and one naming another key of the
+    // store (the task's lease), are unknown everywhere.
     for id in [
-        "0b6c8f1e-5d1a-4f0e-9a51-3f1c9f0b7e21",
-        "skillbox:confirm:key",
+        "0b6c8f1e-5d1a-4f0e-9a51-3f1c9f0b7e21".to_owned(),
+        format!("{frozen_id}:alive"),
     ] {
-        let unknown = get(1, id).await.expect_err("an unknown task");
+        let unknown = get(1, &id).await.expect_err("an unknown task");
         assert!(unknown.to_string().contains("unknown task"), "{unknown}");
     }
+    let owner_pid = replicas[0].0.0.id().to_string();
+    let signal = |which: &str| {
+        let sent = Command::new("kill").args([which, &owner_pid]).status();
+        assert!(sent.unwrap().success(), "kill {which}");
+    };
+    signal("-STOP");
+    let failed = settled_within_a_minute(&clients[1], &frozen_id).await;
+    signal("-CONT");
+    let owner_says = settled_within_a_minute(&clients[0], &frozen_id).await;
+    assert_eq!(owner_says.payload, failed.payload, "the owner agrees");
+    assert_eq!(
+        calls_of(&audits[0], "testkit__spin"),
+        2,
+        "the owner stopped the call"
+    );
 
     // Replica 0 is killed while a task runs on it.
     let CallToolResponse::Task(orphan) = spin().await.unwrap() else {
@@ -627,24 +650,28 @@ async fn a_task_is_read_and_cancelled_through_every_replica_and_fails_when_its_r
     let (mut owner, _) = replicas.remove(0);
     owner.0.kill().unwrap();
     owner.0.wait().unwrap();
-    // The lease is 10 s; a minute means it was never settled.
-    let failed = tokio::time::timeout(
-        Duration::from_secs(60),
-        wait_terminal(&clients[1], &orphan_id),
-    )
-    .await
-    .expect("the task of a killed replica is settled once its lease runs out");
-    let TaskPayload::Failed { error } = &failed.payload else {
-        panic!("the task of a killed replica fails: {failed:?}")
-    };
-    let message = error["message"].as_str().unwrap();
-    assert!(
-        message.contains("stopped answering") && message.contains("Run the call again"),
-        "{message}"
-    );
+    let failed = settled_within_a_minute(&clients[1], &orphan_id).await;
     assert_eq!(
         get(2, &orphan_id).await.unwrap(),
         failed,
         "every replica reads the same"
     );
+}
+
+/// Task `id`, read through `client` once a replica settled it as failed
+/// because its own replica stopped renewing it. The lease is 10 s; a
+/// minute means it was never settled.
+async fn settled_within_a_minute(client: &Client, id: &str) -> rmcp::model::DetailedTask {
+    let task = tokio::time::timeout(Duration::from_secs(60), wait_terminal(client, id))
+        .await
+        .expect("the task of a replica that stopped is settled once its lease runs out");
+    let TaskPayload::Failed { error } = &task.payload else {
+        panic!("the task of a replica that stopped fails: {task:?}")
+    };
+    let message = error["message"].as_str().unwrap();
+    assert!(
+        message.contains("lost the state store") && message.contains("check"),
+        "{message}"
+    );
+    task
 }

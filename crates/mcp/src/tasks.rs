@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResponse, CallToolResult, CreateTaskResult, DetailedTask, TaskPayload};
-use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
+use rmcp::task_manager::{TaskContext, TaskExit, TaskManager, TaskOptions};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -163,42 +163,7 @@ impl Tasks {
             .with_status_message("running");
         let (manager, store) = (self.manager.clone(), self.store.clone());
         let task = self.manager.spawn(options, move |context| {
-            Box::pin(async move {
-                let id = context.task_id().to_owned();
-                let mut tick = tokio::time::interval(Duration::from_secs(1));
-                let exit = loop {
-                    tokio::select! {
-                        joined = &mut handle => break finished(joined).map_err(TaskExit::Error),
-                        () = context.cancelled() => {
-                            cancel.cancel();
-                            let _ = handle.await;
-                            break Err(TaskExit::Cancelled);
-                        }
-                        _ = tick.tick() => {
-                            context.set_status_message(format!(
-                                "running for {:.0} s",
-                                started.elapsed().as_secs_f64().floor()
-                            ));
-                            let Ok(now) = manager.get_task(&id) else { continue };
-                            match store.share_task(&now).await {
-                                Sharing::Kept => {}
-                                Sharing::CancelRequested => {
-                                    let _ = manager.cancel_task(&id);
-                                }
-                                Sharing::Settled => {
-                                    cancel.cancel();
-                                    let _ = handle.await;
-                                    break Err(TaskExit::Error(shared_state::abandoned()));
-                                }
-                            }
-                        }
-                    }
-                };
-                match manager.get_task(&id) {
-                    Ok(now) => settle(&store, now, exit).await,
-                    Err(_) => exit,
-                }
-            })
+            Box::pin(run_task(context, (manager, store), handle, cancel, started))
         });
         if let Ok(now) = self.manager.get_task(&task.task_id) {
             // Before the client has the id, so any replica can answer it.
@@ -208,13 +173,84 @@ impl Tasks {
     }
 }
 
+/// A task's life after its call was promoted: reports how long it has
+/// run, shares it with other replicas every second, stops the call when a
+/// client cancels it (through any replica), and gives it up, stopping the
+/// call, once the store has confirmed no write for [`shared_state::GIVE_UP`]:
+/// by then no other replica may yet report it failed, so the two cannot
+/// disagree on how it ended.
+async fn run_task(
+    context: TaskContext,
+    (manager, store): (TaskManager, Arc<StateStore>),
+    mut handle: tokio::task::JoinHandle<Result<CallToolResult, McpError>>,
+    cancel: CancellationToken,
+    started: Instant,
+) -> Result<CallToolResult, TaskExit> {
+    // A task future dropped unfinished (rmcp's TTL sweep aborts it) stops
+    // its call too.
+    let _stop_on_drop = cancel.clone().drop_guard();
+    let id = context.task_id().to_owned();
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut confirmed = Instant::now();
+    // Once the call is asked to stop: how the task ends when it has.
+    let mut stopping: Option<TaskExit> = None;
+    let stop = |why: TaskExit, stopping: &mut Option<TaskExit>| {
+        cancel.cancel();
+        *stopping = Some(why);
+    };
+    let exit = loop {
+        tokio::select! {
+            joined = &mut handle => break match stopping.take() {
+                Some(why) => Err(why),
+                None => finished(joined).map_err(TaskExit::Error),
+            },
+            () = context.cancelled(), if stopping.is_none() => {
+                stop(TaskExit::Cancelled, &mut stopping);
+            }
+            // The lease is renewed while a stopped call winds down, too.
+            _ = tick.tick() => {
+                context.set_status_message(format!(
+                    "running for {:.0} s",
+                    started.elapsed().as_secs_f64().floor()
+                ));
+                if !store.is_shared() {
+                    continue;
+                }
+                let Ok(now) = manager.get_task(&id) else { continue };
+                match store.share_task(&now).await {
+                    Sharing::Kept => confirmed = Instant::now(),
+                    Sharing::CancelRequested => {
+                        confirmed = Instant::now();
+                        let _ = manager.cancel_task(&id);
+                    }
+                    Sharing::Settled => {
+                        stop(TaskExit::Error(shared_state::abandoned()), &mut stopping);
+                    }
+                    Sharing::Unknown => {
+                        if confirmed.elapsed() >= shared_state::GIVE_UP {
+                            stop(TaskExit::Error(shared_state::abandoned()), &mut stopping);
+                        }
+                    }
+                }
+            }
+        }
+    };
+    match manager.get_task(&id) {
+        Ok(now) => settle(&store, now, exit, confirmed).await,
+        Err(_) => exit,
+    }
+}
+
 /// Shares how the task ended, and ends it the same way here: a result
-/// too large to share fails on every replica, and a task another replica
-/// settled as failed (its lease ran out) fails here too.
+/// too large to share fails on every replica, and a task this replica
+/// could not record before [`shared_state::GIVE_UP`] (since `confirmed`,
+/// its last confirmed write), or that another replica settled as failed,
+/// fails here too.
 async fn settle(
     store: &StateStore,
     running: DetailedTask,
     exit: Result<CallToolResult, TaskExit>,
+    confirmed: Instant,
 ) -> Result<CallToolResult, TaskExit> {
     if !store.is_shared() {
         return exit;
@@ -234,9 +270,15 @@ async fn settle(
         exit = Err(TaskExit::Error(too_large));
         ended = shared_state::settled(running, payload(&exit));
     }
-    match store.share_task(&ended).await {
-        Sharing::Settled => Err(TaskExit::Error(shared_state::abandoned())),
-        Sharing::Kept | Sharing::CancelRequested => exit,
+    loop {
+        match store.share_task(&ended).await {
+            Sharing::Kept | Sharing::CancelRequested => return exit,
+            Sharing::Settled => return Err(TaskExit::Error(shared_state::abandoned())),
+            Sharing::Unknown if confirmed.elapsed() >= shared_state::GIVE_UP => {
+                return Err(TaskExit::Error(shared_state::abandoned()));
+            }
+            Sharing::Unknown => tokio::time::sleep(Duration::from_millis(500)).await,
+        }
     }
 }
 

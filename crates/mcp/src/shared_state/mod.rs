@@ -28,7 +28,7 @@ mod tasks;
 use rmcp::transport::streamable_http_server::session::{
     SessionState, SessionStore, SessionStoreError,
 };
-pub(crate) use tasks::{Sharing, abandoned, settled, to_object};
+pub(crate) use tasks::{GIVE_UP, Sharing, abandoned, settled, to_object};
 
 /// Keys in the store start with this, so one Redis can serve other uses.
 const PREFIX: &str = "skillbox:";

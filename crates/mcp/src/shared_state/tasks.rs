@@ -23,6 +23,11 @@ use super::{PREFIX, StateStore, within};
 /// (which it does every second).
 pub(crate) const LEASE: Duration = Duration::from_secs(10);
 
+/// How long the owner goes on without a write the store confirmed before
+/// it gives the task up itself: well inside [`LEASE`], so it has stopped
+/// the call before any other replica may report the task failed.
+pub(crate) const GIVE_UP: Duration = Duration::from_secs(7);
+
 /// The largest task record shared. A result is bounded by the output
 /// budget, far below this; the cap is for the store, not for results.
 const MAX_RECORD_BYTES: usize = 4 << 20;
@@ -41,6 +46,8 @@ pub(crate) enum Sharing {
     /// Not written: the record is settled already, because another
     /// replica gave the task up while this one did not renew its lease.
     Settled,
+    /// The store did not answer: whether it was written is unknown.
+    Unknown,
 }
 
 /// What a conditional write did.
@@ -52,15 +59,22 @@ enum Put {
     Settled,
     /// The lease is alive, so a reader may not settle the task.
     Alive,
+    /// The record expired, so there is nothing to settle.
+    Gone,
 }
 
-/// Writes a task record unless it is settled. KEYS: the record, its lease,
-/// its cancel request. ARGV: the task's JSON, `1` when terminal, the
-/// record's lifetime, the lease, `1` to write only when the lease is gone.
-/// Returns -1 settled, -2 alive, else whether a cancel was requested.
+/// Writes a task record unless it is settled (writing the same settled
+/// record again, as an owner retrying a write that timed out does, is
+/// fine). KEYS: the record, its lease, its cancel request. ARGV: the
+/// task's JSON, `1` when terminal, the record's lifetime, the lease, `1`
+/// when a reader settles a record whose lease is gone. Returns -1 settled,
+/// -2 alive, -3 gone, else whether a cancel was requested.
 const PUT_SCRIPT: &str = "\
-if redis.call('HGET', KEYS[1], 'terminal') == '1' then return -1 end \
-if ARGV[5] == '1' and redis.call('EXISTS', KEYS[2]) == 1 then return -2 end \
+if redis.call('HGET', KEYS[1], 'terminal') == '1' then \
+  if redis.call('HGET', KEYS[1], 'task') == ARGV[1] then return 0 end return -1 end \
+if ARGV[5] == '1' then \
+  if redis.call('EXISTS', KEYS[1]) == 0 then return -3 end \
+  if redis.call('EXISTS', KEYS[2]) == 1 then return -2 end end \
 redis.call('HSET', KEYS[1], 'terminal', ARGV[2], 'task', ARGV[1]) \
 redis.call('EXPIRE', KEYS[1], ARGV[3]) \
 if ARGV[2] == '1' then redis.call('DEL', KEYS[2], KEYS[3]) return 0 end \
@@ -91,8 +105,9 @@ fn plausible(id: &str) -> bool {
 pub(crate) fn abandoned() -> McpError {
     McpError::internal_error(
         format!(
-            "the replica running this task stopped answering for {} s (it was stopped, or lost the \
-             state store) before the call finished, so its result is lost. Run the call again.",
+            "the replica running this task stopped, or lost the state store, for about {} s \
+             before the task's end was recorded, so its result is lost. The call may or may not \
+             have taken effect: check (for example the workspace) before running it again.",
             LEASE.as_secs()
         ),
         None,
@@ -122,11 +137,12 @@ impl StateStore {
             Ok(Put::Written {
                 cancel_requested: true,
             }) => Sharing::CancelRequested,
-            Ok(Put::Written { .. } | Put::Alive) => Sharing::Kept,
+            Ok(Put::Written { .. } | Put::Alive | Put::Gone) => Sharing::Kept,
             Ok(Put::Settled) => Sharing::Settled,
             Err(why) => {
-                tracing::warn!("could not share task {}: {why}", task.task.task_id);
-                Sharing::Kept
+                // No id: it is the capability to read the result.
+                tracing::warn!("could not write a task to the state store: {why}");
+                Sharing::Unknown
             }
         }
     }
@@ -140,7 +156,7 @@ impl StateStore {
         Err(McpError::internal_error(
             format!(
                 "the call's result is {size} bytes, more than the {} MiB replicas share a task's \
-                 result through; ask for less output, or call the tool without a task",
+                 result through; ask the tool for less output",
                 MAX_RECORD_BYTES >> 20
             ),
             None,
@@ -155,11 +171,17 @@ impl StateStore {
         };
         let json = serde_json::to_string(task).map_err(|e| e.to_string())?;
         let key = record_key(&task.task.task_id);
-        let lifetime = task
+        let terminal = task.status().is_terminal();
+        let mut lifetime = task
             .task
             .ttl_ms
             .map_or(UNLIMITED_RECORD_SECS, |ms| ms.div_ceil(1000))
             .max(1);
+        if !terminal {
+            // A running record outlives its lease, so a stalled owner's
+            // task is reported failed, not unknown.
+            lifetime = lifetime.max(3 * LEASE.as_secs());
+        }
         let mut put = redis::cmd("EVAL");
         put.arg(PUT_SCRIPT)
             .arg(3)
@@ -179,6 +201,7 @@ impl StateStore {
             match within(put.query_async::<i64>(&mut connection)).await? {
                 -1 => Put::Settled,
                 -2 => Put::Alive,
+                -3 => Put::Gone,
                 cancel => Put::Written {
                     cancel_requested: cancel == 1,
                 },
@@ -205,6 +228,7 @@ impl StateStore {
         );
         match self.put_task(&failed, true).await? {
             Put::Written { .. } => Ok(Some(failed)),
+            Put::Gone => Ok(None),
             // The owner wrote (or settled) it in between: read what it wrote.
             Put::Settled | Put::Alive => Ok(self.read_task(id).await?.map(|(task, _)| task)),
         }
