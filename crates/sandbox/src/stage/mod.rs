@@ -15,6 +15,7 @@
 
 mod changes;
 mod layer;
+mod locks;
 mod overlay;
 mod path;
 mod transaction;
