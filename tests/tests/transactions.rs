@@ -348,26 +348,6 @@ fn send_call(child: &mut Child, steps: &[String]) {
     writeln!(child.stdin.as_mut().unwrap(), "{call}").unwrap();
 }
 
-/// Runs the stager's `steps` with `env` and kills it (SIGKILL) once it
-/// stops at the pause point `pause`.
-fn killed_at(pause: &str, kit: &Path, ws: &Path, steps: &Value, env: &[(&str, &str)]) {
-    let mut child = skillbox()
-        .args(["call", TOOL, "--skills"])
-        .arg(kit)
-        .arg("--workspace")
-        .arg(ws)
-        .args(["--allow-write", "--args", &steps.to_string()])
-        .envs(env.iter().copied())
-        .env("SKILLBOX_TEST_PAUSE_AT", pause)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    wait_for_line(&mut child, &format!("paused at {pause}"));
-    child.kill().unwrap();
-    child.wait().unwrap();
-}
-
 fn stages_left(state: &Path) -> usize {
     let Ok(txns) = std::fs::read_dir(state.join("transactions")) else {
         return 0;
@@ -442,14 +422,21 @@ fn kill_9_mid_commit_is_finished_by_the_next_start() {
             "mkdir /workspace/new",
             "write /workspace/new/file.txt made",
         ]});
-        let state_dir = state.path().to_str().unwrap();
-        killed_at(
-            pause,
-            kit.path(),
-            ws.path(),
-            &steps,
-            &[("SKILLBOX_STATE_DIR", state_dir)],
-        );
+        let mut child = skillbox()
+            .args(["call", TOOL, "--skills"])
+            .arg(kit.path())
+            .arg("--workspace")
+            .arg(ws.path())
+            .args(["--allow-write", "--args", &steps.to_string()])
+            .env("SKILLBOX_STATE_DIR", state.path())
+            .env("SKILLBOX_TEST_PAUSE_AT", pause)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        wait_for_line(&mut child, &format!("paused at {pause}"));
+        child.kill().unwrap();
+        child.wait().unwrap();
         let mid = tree(ws.path());
         if pause == "commit-mid" {
             assert!(!mid.contains_key("b.txt"), "the first change was applied");
@@ -929,91 +916,27 @@ fn a_state_folder_inside_the_workspace_is_never_used() {
     assert_eq!(after.get("a.txt"), before.get("a.txt"));
 }
 
-/// Two machines (each its own state folder) writing one workspace on a
-/// shared volume, with `SKILLBOX_TRANSACTIONS_DIR` on that volume: a
-/// commit killed part-way on one is finished by the other's next commit,
-/// under the same lock, before its own.
-#[test]
-fn a_commit_killed_on_one_machine_is_finished_by_another_sharing_the_transactions_folder() {
-    let kit = stager();
-    let ws = seeded();
-    let shared = tempfile::tempdir().unwrap();
-    let transactions = shared.path().join("transactions");
-    let (first, second) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
-    let machine = |state: &Path| {
-        [
-            ("SKILLBOX_STATE_DIR", state.to_str().unwrap().to_owned()),
-            (
-                "SKILLBOX_TRANSACTIONS_DIR",
-                transactions.to_str().unwrap().to_owned(),
-            ),
-        ]
-    };
-    let steps = json!({"steps": ["remove /workspace/b.txt", "write /workspace/a.txt changed"]});
-    let env = machine(first.path());
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    killed_at("commit-after-journal", kit.path(), ws.path(), &steps, &env);
-    assert_eq!(
-        stages_left(first.path()),
-        0,
-        "the stage is on the shared volume"
-    );
-    assert_eq!(stages_left(shared.path()), 1);
-
-    let env = machine(second.path());
-    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let other = call_steps_in(
-        kit.path(),
-        ws.path(),
-        &["write /workspace/new.txt from the other machine"],
-        &[],
-        &env,
-    );
-    assert_eq!(other.code, 0, "{other:?}");
-    other.stderr_says(&["finished a workspace commit that was interrupted (2 changes)"]);
-    let after = tree(ws.path());
-    assert!(!after.contains_key("b.txt"));
-    assert_eq!(after["a.txt"], Some(b"changed".to_vec()));
-    assert_eq!(after["new.txt"], Some(b"from the other machine".to_vec()));
-    assert_eq!(stages_left(shared.path()), 0);
-}
-
-#[test]
-fn a_transactions_folder_inside_the_workspace_is_never_used() {
-    let kit = stager();
-    let ws = seeded();
-    let state = tempfile::tempdir().unwrap();
-    let before = tree(ws.path());
-    let inside = ws.path().join(".txn");
-    let run = call_steps_in(
-        kit.path(),
-        ws.path(),
-        &["write /workspace/a.txt x"],
-        &[],
-        &[
-            ("SKILLBOX_STATE_DIR", state.path().to_str().unwrap()),
-            ("SKILLBOX_TRANSACTIONS_DIR", inside.to_str().unwrap()),
-        ],
-    );
-    assert_ne!(run.code, 0, "{run:?}");
-    run.stderr_says(&["contains", "SKILLBOX_TRANSACTIONS_DIR"]);
-    assert_eq!(tree(ws.path()), before);
-}
-
 #[test]
 fn a_commit_finished_after_a_crash_keeps_what_the_user_added_meanwhile() {
     let kit = stager();
     let ws = workspace(&[("d/old", "old\n")]);
     let state = tempfile::tempdir().unwrap();
     let steps = json!({"steps": ["remove /workspace/d/old", "rmdir /workspace/d"]});
-    let state_dir = state.path().to_str().unwrap();
-    killed_at(
-        "commit-after-journal",
-        kit.path(),
-        ws.path(),
-        &steps,
-        &[("SKILLBOX_STATE_DIR", state_dir)],
-    );
+    let mut child = skillbox()
+        .args(["call", TOOL, "--skills"])
+        .arg(kit.path())
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--allow-write", "--args", &steps.to_string()])
+        .env("SKILLBOX_STATE_DIR", state.path())
+        .env("SKILLBOX_TEST_PAUSE_AT", "commit-after-journal")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for_line(&mut child, "paused at commit-after-journal");
+    child.kill().unwrap();
+    child.wait().unwrap();
     std::fs::write(ws.path().join("d/mine"), "the user's\n").unwrap();
 
     let state_env = [("SKILLBOX_STATE_DIR", state.path().to_str().unwrap())];

@@ -177,14 +177,6 @@ impl Host {
                 path: state,
             });
         }
-        if let Some(transactions) = crate::dirs::transactions_dir() {
-            out.push(HostState {
-                what:
-                    "the folder of staged changes and commit journals (SKILLBOX_TRANSACTIONS_DIR)"
-                        .into(),
-                path: transactions,
-            });
-        }
         if let Some(audit) = &self.audit {
             out.push(HostState {
                 what: "the audit log".into(),

@@ -27,14 +27,6 @@ pub fn state_dir() -> Option<PathBuf> {
     user_dir("SKILLBOX_STATE_DIR", "XDG_STATE_HOME", ".local/state")
 }
 
-/// Where workspaces' staged changes and commit journals live, when not in
-/// the state folder: `$SKILLBOX_TRANSACTIONS_DIR`. Replicas on several
-/// machines that write one workspace on a shared volume set it to one
-/// folder on that volume, so their commits take turns under one lock.
-pub fn transactions_dir() -> Option<PathBuf> {
-    std::env::var_os("SKILLBOX_TRANSACTIONS_DIR").map(PathBuf::from)
-}
-
 /// What the install put in place: `$override_var` (empty means none), else
 /// `rel` next to the binary or up to four folders above it (a source
 /// checkout's `target/<profile>/skillbox` finds the checkout's), else `rel`

@@ -15,7 +15,6 @@
 
 mod changes;
 mod layer;
-mod locks;
 mod overlay;
 mod path;
 mod transaction;

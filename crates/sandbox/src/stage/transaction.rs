@@ -1,11 +1,10 @@
 //! A staged call as a transaction on the workspace: begin, commit through
 //! a journal, discard, and recovery after a crash.
 //!
-//! Each workspace has a folder in the host's state folder, or in
-//! `$SKILLBOX_TRANSACTIONS_DIR` (named by a hash of its real path), with a
-//! lock file and one folder per live stage. A stage folder is locked by
-//! the process that owns it for as long as it lives, so recovery can tell
-//! an abandoned stage from a running call (`locks.rs`).
+//! Each workspace has a folder in the host's state folder (named by a hash
+//! of its real path) with a lock file and one folder per live stage. A
+//! stage folder is locked by the process that owns it for as long as it
+//! lives, so recovery can tell an abandoned stage from a running call.
 //!
 //! A commit, under the workspace's lock:
 //! 1. checks that nothing the call read or changed was changed by anyone
@@ -53,7 +52,7 @@ pub struct Stage {
 struct Owned {
     path: PathBuf,
     id: String,
-    _lock: super::locks::StageLock,
+    _lock: std::fs::File,
 }
 
 /// Why a commit wrote nothing.
@@ -125,71 +124,64 @@ impl Op {
     }
 }
 
-/// The transaction folder of the workspace at `workspace`, named by a
-/// hash of its real path: in `$SKILLBOX_TRANSACTIONS_DIR`, else in the
+/// The transaction folder of the workspace at `workspace`: in the host's
 /// state folder, which must lie outside the workspace. A folder a tool can
 /// write to could hold a forged journal, which the next start would apply.
-///
-/// Replicas on several machines that write one workspace on a shared
-/// volume (mounted at the same path on each) set `SKILLBOX_TRANSACTIONS_DIR`
-/// to one folder on that volume: their commits then take turns under one
-/// lock, and any of them finishes a commit another left half-done.
 pub(super) fn txn_folder(workspace: &Path) -> io::Result<PathBuf> {
     let real = std::fs::canonicalize(workspace)?;
     let key = crate::digest::sha256_hex(real.as_os_str().as_encoded_bytes());
-    let root = transactions_root()?;
-    // Judged before anything is made there: the folder may not exist yet.
-    if real_or_planned(&root)?.starts_with(&real) {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            "the folder of staged changes and commit journals lies inside the workspace, where a \
-             tool could write to it; set SKILLBOX_STATE_DIR (or SKILLBOX_TRANSACTIONS_DIR) to a \
-             folder outside the workspace",
-        ));
-    }
-    Ok(root.join(&key[..16]))
-}
-
-/// The real path of `path`, or of its nearest existing ancestor joined
-/// with the rest.
-fn real_or_planned(path: &Path) -> io::Result<PathBuf> {
-    let path = std::path::absolute(path)?;
-    let mut missing = Vec::new();
-    let mut current = path.as_path();
-    loop {
-        match std::fs::canonicalize(current) {
-            Ok(real) => return Ok(missing.iter().rev().fold(real, |acc, part| acc.join(part))),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        missing.push(current.file_name().unwrap_or_default().to_owned());
-        current = current
-            .parent()
-            .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "no folder above"))?;
-    }
-}
-
-/// `$SKILLBOX_TRANSACTIONS_DIR`, else `transactions` in the state folder.
-fn transactions_root() -> io::Result<PathBuf> {
-    if let Some(dir) = crate::dirs::transactions_dir() {
-        return Ok(dir);
-    }
-    let state = crate::dirs::state_dir().ok_or_else(|| {
+    let base = crate::dirs::state_dir().ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
             "there is no state folder (set HOME, XDG_STATE_HOME or SKILLBOX_STATE_DIR)",
         )
     })?;
-    create_private(&state)?;
-    Ok(state.join("transactions"))
+    create_private(&base)?;
+    if std::fs::canonicalize(&base)?.starts_with(&real) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "the state folder lies inside the workspace, where a tool could write to it; set \
+             SKILLBOX_STATE_DIR to a folder outside the workspace",
+        ));
+    }
+    Ok(base.join("transactions").join(&key[..16]))
 }
 
-pub(super) fn create_private(path: &Path) -> io::Result<()> {
+fn create_private(path: &Path) -> io::Result<()> {
     use std::os::unix::fs::DirBuilderExt;
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(path)
+}
+
+/// Opens `path` and locks it; `None` when another owner holds it.
+fn lock_folder(path: &Path, wait: bool) -> io::Result<Option<std::fs::File>> {
+    use rustix::fs::FlockOperation as F;
+    let file = std::fs::File::open(path)?;
+    let op = if wait {
+        F::LockExclusive
+    } else {
+        F::NonBlockingLockExclusive
+    };
+    match rustix::fs::flock(&file, op) {
+        Ok(()) => Ok(Some(file)),
+        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The workspace's lock: commits and recovery of one workspace take turns,
+/// across processes.
+fn lock_workspace(txn: &Path) -> io::Result<std::fs::File> {
+    create_private(txn)?;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(txn.join("lock"))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
+    Ok(file)
 }
 
 fn new_id() -> String {
@@ -215,8 +207,11 @@ fn make_folder(txn: &Path) -> io::Result<Owned> {
         let id = new_id();
         let path = stages.join(&id);
         std::fs::create_dir(&path)?;
-        let Some(lock) = super::locks::own_stage(&path)? else {
-            continue;
+        let lock = match lock_folder(&path, false) {
+            Ok(Some(lock)) => lock,
+            Ok(None) => continue,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(e),
         };
         match std::fs::create_dir(path.join(UPPER)) {
             Ok(()) => {}
@@ -371,7 +366,7 @@ impl Stage {
             return Ok(ChangeSet::default());
         }
         let set = self.changes();
-        let _lock = super::locks::lock_workspace(&self.txn).map_err(io_error)?;
+        let _lock = lock_workspace(&self.txn).map_err(io_error)?;
         // A commit another process left half-done lands first, so that it
         // counts as someone else's change here.
         for recovered in recover_locked(&self.txn, &self.overlay.lower).map_err(io_error)? {
@@ -651,7 +646,7 @@ pub fn recover(workspace: &Path) -> io::Result<Vec<Recovered>> {
     if !txn.join("stages").is_dir() {
         return Ok(Vec::new());
     }
-    let _lock = super::locks::lock_workspace(&txn)?;
+    let _lock = lock_workspace(&txn)?;
     let lower = Dir::open_ambient_dir(workspace, cap_std::ambient_authority())?;
     recover_locked(&txn, &lower)
 }
@@ -665,7 +660,7 @@ fn recover_locked(txn: &Path, lower: &Dir) -> io::Result<Vec<Recovered>> {
     let mut done = Vec::new();
     for item in items.flatten() {
         let folder = item.path();
-        let Some(_owner) = super::locks::abandoned(&folder)? else {
+        let Some(_owner) = lock_folder(&folder, false)? else {
             continue;
         };
         let journal = std::fs::read(folder.join(JOURNAL)).ok();
