@@ -13,6 +13,16 @@ use anyhow::{Context, bail};
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
+/// How the load generator's clients speak.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Revision {
+    /// 2026-07-28: every call stands alone.
+    Stateless,
+    /// 2025-11-25: each connection opens a session first, and every call
+    /// carries its id, as a client of that revision does.
+    Sessions,
+}
+
 /// Calls per second that `clients` connections achieve calling `tool`.
 pub(super) async fn throughput(
     addr: SocketAddr,
@@ -20,26 +30,42 @@ pub(super) async fn throughput(
     clients: usize,
     seconds: f64,
 ) -> anyhow::Result<f64> {
-    let request = request(addr, tool);
+    throughput_as(Revision::Stateless, addr, tool, clients, seconds).await
+}
+
+/// [`throughput`] with clients of `revision`.
+pub(super) async fn throughput_as(
+    revision: Revision,
+    addr: SocketAddr,
+    tool: &str,
+    clients: usize,
+    seconds: f64,
+) -> anyhow::Result<f64> {
     let mut connections = Vec::new();
     for _ in 0..clients {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        connections.push(stream);
+        let (read, mut write) = stream.into_split();
+        let mut read = BufReader::new(read);
+        let request = match revision {
+            Revision::Stateless => request(addr, tool),
+            Revision::Sessions => {
+                let session = open_session(addr, &mut read, &mut write).await?;
+                session_call(addr, tool, &session)
+            }
+        };
+        connections.push((read, write, request));
     }
     let started = Instant::now();
     let deadline = started + Duration::from_secs_f64(seconds);
     let mut tasks = Vec::new();
-    for stream in connections {
-        let request = request.clone();
+    for (mut read, mut write, request) in connections {
         tasks.push(tokio::spawn(async move {
-            let (read, mut write) = stream.into_split();
-            let mut read = BufReader::new(read);
             let mut body = Vec::new();
             let mut calls = 0u64;
             while Instant::now() < deadline {
                 write.write_all(&request).await?;
-                read_reply(&mut read, &mut body).await?;
+                read_reply(&mut read, &mut body).await?.ok()?;
                 if !contains(&body, br#""isError":false"#) {
                     bail!(
                         "the benchmark call failed: {}",
@@ -56,6 +82,59 @@ pub(super) async fn throughput(
         total += task.await??;
     }
     Ok(total as f64 / started.elapsed().as_secs_f64().max(seconds))
+}
+
+/// Opens a 2025-11-25 session on the connection: `initialize`, then
+/// `notifications/initialized`. Returns its id.
+async fn open_session(
+    addr: SocketAddr,
+    read: &mut (impl AsyncBufRead + Unpin),
+    write: &mut (impl tokio::io::AsyncWrite + Unpin),
+) -> anyhow::Result<String> {
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 0, "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "skillbox-bench", "version": "0"},
+        },
+    });
+    write.write_all(&post(addr, &initialize, &[])).await?;
+    let mut body = Vec::new();
+    let reply = read_reply(read, &mut body).await?.ok()?;
+    let session = reply
+        .session
+        .context("the server opened no session (no Mcp-Session-Id)")?;
+    let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let headers = [("mcp-session-id", session.as_str())];
+    write.write_all(&post(addr, &initialized, &headers)).await?;
+    read_reply(read, &mut body).await?;
+    Ok(session)
+}
+
+/// A `tools/call` of `tool` in 2025-11-25 session `session`.
+fn session_call(addr: SocketAddr, tool: &str, session: &str) -> Vec<u8> {
+    let call = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": tool, "arguments": {}},
+    });
+    post(addr, &call, &[("mcp-session-id", session)])
+}
+
+/// A 2025-11-25 POST of `message` with `headers`.
+fn post(addr: SocketAddr, message: &serde_json::Value, headers: &[(&str, &str)]) -> Vec<u8> {
+    let body = message.to_string();
+    let mut extra = String::new();
+    for (name, value) in headers {
+        extra.push_str(&format!("{name}: {value}\r\n"));
+    }
+    format!(
+        "POST /mcp HTTP/1.1\r\nhost: {addr}\r\ncontent-type: application/json\r\n\
+         accept: application/json, text/event-stream\r\nmcp-protocol-version: 2025-11-25\r\n\
+         {extra}content-length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
 }
 
 fn request(addr: SocketAddr, tool: &str) -> Vec<u8> {
@@ -77,17 +156,35 @@ fn request(addr: SocketAddr, tool: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// What the head of a response said.
+struct Reply {
+    status: String,
+    /// Its `Mcp-Session-Id`, if any.
+    session: Option<String>,
+}
+
+impl Reply {
+    /// The reply, if it is a success.
+    fn ok(self) -> anyhow::Result<Reply> {
+        match self.status.as_str() {
+            "200" | "202" => Ok(self),
+            other => bail!("HTTP status {other}"),
+        }
+    }
+}
+
 /// Reads one response into `body`: by its content length, or chunk by
 /// chunk (an event stream).
 async fn read_reply(
     read: &mut (impl AsyncBufRead + Unpin),
     body: &mut Vec<u8>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Reply> {
     body.clear();
     let mut line = String::new();
     let mut length = None;
     let mut chunked = false;
     let mut status = None;
+    let mut session = None;
     loop {
         line.clear();
         if read.read_line(&mut line).await? == 0 {
@@ -106,17 +203,23 @@ async fn read_reply(
             length = Some(value.trim().parse::<usize>()?);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             chunked = value.trim().eq_ignore_ascii_case("chunked");
+        } else if name.eq_ignore_ascii_case("mcp-session-id") {
+            session = Some(value.trim().to_string());
         }
     }
-    if status.as_deref() != Some("200") {
-        bail!("HTTP status {}", status.unwrap_or_default());
-    }
+    let reply = Reply {
+        status: status.unwrap_or_default(),
+        session,
+    };
     if let Some(n) = length {
         body.resize(n, 0);
         read.read_exact(body).await?;
-        return Ok(());
+        return Ok(reply);
     }
     if !chunked {
+        if reply.status == "202" {
+            return Ok(reply);
+        }
         bail!("a reply with neither a length nor chunks");
     }
     loop {
@@ -128,7 +231,7 @@ async fn read_reply(
         read.read_exact(&mut body[start..]).await?;
         body.truncate(start + size);
         if size == 0 {
-            return Ok(());
+            return Ok(reply);
         }
     }
 }

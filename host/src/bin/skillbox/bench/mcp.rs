@@ -139,12 +139,7 @@ pub(super) async fn run(
     client.cancel().await?;
 
     eprintln!("bench: calls per second over HTTP with 1 and 8 clients ({seconds} s each)…");
-    let (mut server, url) = start_http(exe, kit.path()).await?;
-    let addr = url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.split('/').next())
-        .and_then(|authority| authority.parse().ok())
-        .with_context(|| format!("the server announced an unexpected URL: {url}"))?;
+    let (mut server, addr) = start_http_with(exe, kit.path(), &[], &[]).await?;
     let calls_per_sec_1 = http_load::throughput(addr, NOOP, 1, seconds).await?;
     let calls_per_sec_8 = http_load::throughput(addr, NOOP, 8, seconds).await?;
     let _ = server.kill().await;
@@ -297,9 +292,18 @@ async fn startup(exe: &Path, skills: &Path) -> anyhow::Result<Stats> {
     Ok(Stats::of(samples))
 }
 
-async fn start_http(exe: &Path, skills: &Path) -> anyhow::Result<(tokio::process::Child, String)> {
+/// `serve --http` on a free loopback port with `extra` flags and `env`;
+/// returns the process and the address it serves at.
+pub(super) async fn start_http_with(
+    exe: &Path,
+    skills: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> anyhow::Result<(tokio::process::Child, std::net::SocketAddr)> {
     let mut cmd = serve_command(exe, skills);
     cmd.args(["--http", "127.0.0.1:0", "--max-concurrency", "8"])
+        .args(extra)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -309,9 +313,13 @@ async fn start_http(exe: &Path, skills: &Path) -> anyhow::Result<(tokio::process
     let mut lines = tokio::io::BufReader::new(stderr).lines();
     while let Some(line) = lines.next_line().await? {
         if let Some(url) = line.strip_prefix("skillbox: serving MCP at ") {
-            let url = url.to_string();
+            let addr = url
+                .strip_prefix("http://")
+                .and_then(|rest| rest.split('/').next())
+                .and_then(|authority| authority.parse().ok())
+                .with_context(|| format!("the server announced an unexpected URL: {url}"))?;
             tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
-            return Ok((child, url));
+            return Ok((child, addr));
         }
     }
     bail!("the HTTP server exited before listening")

@@ -13,6 +13,7 @@ mod packages;
 mod prepared;
 mod python;
 mod scripts;
+mod shared_state;
 mod table;
 mod transactions;
 
@@ -104,6 +105,29 @@ pub(crate) struct BenchArgs {
     /// Print the figures as JSON on stdout instead of a table.
     #[arg(long)]
     json: bool,
+}
+
+/// The rows of what sharing state through Redis costs.
+fn shared_state_rows(shared: &shared_state::SharedStateFigures) -> Vec<Row> {
+    let mut rows = vec![
+        Row::figure(
+            "MCP over HTTP, sessions, calls/s, 8 clients",
+            format!("{:.0}", shared.local),
+        ),
+        Row::figure("  same, --state redis", format!("{:.0}", shared.redis)),
+        Row::figure(
+            "  latency, --state redis / own state",
+            format!("{:.2}x", shared.latency_ratio()),
+        )
+        .target("≤ 1.2x", shared.latency_ratio() <= 1.2),
+    ];
+    if let Some(per_core) = shared.per_redis_core {
+        rows.push(Row::figure(
+            "  session calls/s per Redis core",
+            format!("{per_core:.0}"),
+        ));
+    }
+    rows
 }
 
 /// Summary of one measured quantity.
@@ -306,6 +330,13 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         ))?)
     };
 
+    let shared = if args.no_mcp {
+        None
+    } else {
+        let exe = std::env::current_exe()?;
+        runtime.block_on(shared_state::run(&exe, &args.trivial, args.mcp_seconds))?
+    };
+
     let side_by_side = if args.no_mcp {
         None
     } else {
@@ -457,6 +488,9 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
             ),
             Row::timed("start to first tools/list, 3,001 skills", &m.startup_3000),
         ]);
+        if let Some(shared) = &shared {
+            rows.extend(shared_state_rows(shared));
+        }
         if let Some(rss) = m.idle_rss_50 {
             rows.push(
                 Row::figure(
