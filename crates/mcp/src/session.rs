@@ -54,6 +54,9 @@ pub struct Session {
     /// Skills the user invoked in this session (their prompt was fetched).
     user_invoked: Arc<Mutex<BTreeSet<String>>>,
     log_level: Arc<Mutex<LoggingLevel>>,
+    /// When this replica last read the session's skills from a shared
+    /// store (which renews the session's lease there).
+    caught_up: Arc<Mutex<Option<Instant>>>,
     /// What this session's calls changed so far, when the server runs dry.
     dry_run: skillbox_call::DryRun,
 }
@@ -85,6 +88,7 @@ impl Session {
             activated: Arc::new(Mutex::new(BTreeSet::new())),
             user_invoked: Arc::new(Mutex::new(BTreeSet::new())),
             log_level: Arc::new(Mutex::new(LoggingLevel::Warning)),
+            caught_up: Arc::new(Mutex::new(None)),
             dry_run: Default::default(),
         }
     }
@@ -323,9 +327,14 @@ impl Session {
         request: CallToolRequestParams,
         context: &RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        self.catch_up(context).await;
         let args = request.arguments.clone().unwrap_or_default();
         let name = request.name.as_ref();
+        let skill = match name {
+            LOAD_SKILL | FIND_SKILLS | READ_SKILL_FILE => None,
+            RUN_SCRIPT | RUN_CODE => args.get("skill").and_then(Value::as_str),
+            tool => tool.split_once("__").map(|(skill, _)| skill),
+        };
+        self.catch_up_for(skill, context).await;
         let host = &self.server.host;
         let result = match name {
             LOAD_SKILL => {
@@ -421,9 +430,46 @@ impl Session {
             for (set, names) in [(&self.activated, activated), (&self.user_invoked, invoked)] {
                 set.lock().unwrap_or_else(|e| e.into_inner()).extend(names);
             }
+            *self.caught_up.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         }
         #[cfg(not(feature = "http"))]
         let _ = context;
+    }
+
+    /// [`Session::catch_up`], unless the session may already call `skill`
+    /// here and this replica read the store within [`RENEW_EVERY`]: what
+    /// other replicas added cannot change that call, so the request skips
+    /// the round trip, and the session's lease is still renewed that often.
+    async fn catch_up_for(&self, skill: Option<&str>, context: &RequestContext<RoleServer>) {
+        let recent = self
+            .caught_up
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .is_some_and(|at| at.elapsed() < RENEW_EVERY);
+        if recent && skill.is_some_and(|skill| self.may_call(skill)) {
+            return;
+        }
+        self.catch_up(context).await;
+    }
+
+    /// Whether this session may call `skill`'s tools whatever other
+    /// replicas learned: it loaded or invoked the skill here, or every
+    /// model-invocable skill is listed.
+    fn may_call(&self, skill: &str) -> bool {
+        let held = |set: &Mutex<BTreeSet<String>>| {
+            set.lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(skill)
+        };
+        held(&self.activated)
+            || held(&self.user_invoked)
+            || (self.server.options.tools_mode == ToolsMode::All
+                && self
+                    .server
+                    .host
+                    .catalog()
+                    .get(skill)
+                    .is_some_and(|s| s.model_invocable()))
     }
 
     /// Tells the other replicas that `skill` joined this session's `list`
@@ -444,6 +490,10 @@ impl Session {
         *self.log_level.lock().unwrap_or_else(|e| e.into_inner()) = level;
     }
 }
+
+/// How often a request that needs nothing from other replicas still reads
+/// the session from a shared store, renewing its lease there (an hour).
+const RENEW_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 fn unknown_tool(name: &str, why: &str, listed: &[rmcp::model::Tool]) -> McpError {
     let names: Vec<&str> = listed.iter().map(|t| t.name.as_ref()).collect();
