@@ -577,11 +577,18 @@ async fn a_task_is_read_and_cancelled_through_every_replica_and_fails_when_its_r
 
     // Cancelled through replica 2, which does not run it: replica 0 stops
     // the call, and every replica reads it cancelled.
-    let spin = || clients[0].call_tool_once(CallToolRequestParams::new("testkit__spin"));
-    let CallToolResponse::Task(spinning) = spin().await.unwrap() else {
-        panic!("a spinning call becomes a task")
+    // A spinning call on replica 0, which becomes a task: its id.
+    let spin = || async {
+        match clients[0]
+            .call_tool_once(CallToolRequestParams::new("testkit__spin"))
+            .await
+            .unwrap()
+        {
+            CallToolResponse::Task(created) => created.task.task_id,
+            other => panic!("a spinning call becomes a task: {other:?}"),
+        }
     };
-    let spin_id = spinning.task.task_id;
+    let spin_id = spin().await;
     assert_eq!(
         get(1, &spin_id).await.unwrap().status(),
         TaskStatus::Working
@@ -609,10 +616,7 @@ async fn a_task_is_read_and_cancelled_through_every_replica_and_fails_when_its_r
     // Replica 0 freezes (SIGSTOP) past the lease while a task runs on it:
     // the others report the task failed; once it runs again it finds the
     // task settled, stops the call and reports the same failure.
-    let CallToolResponse::Task(frozen) = spin().await.unwrap() else {
-        panic!("a spinning call becomes a task")
-    };
-    let frozen_id = frozen.task.task_id;
+    let frozen_id = spin().await;
     // An id no replica handed out, and one naming another key of the
     // store (the task's lease), are unknown everywhere.
     for id in [
@@ -639,10 +643,7 @@ async fn a_task_is_read_and_cancelled_through_every_replica_and_fails_when_its_r
     );
 
     // Replica 0 is killed while a task runs on it.
-    let CallToolResponse::Task(orphan) = spin().await.unwrap() else {
-        panic!("a spinning call becomes a task")
-    };
-    let orphan_id = orphan.task.task_id;
+    let orphan_id = spin().await;
     assert_eq!(
         get(1, &orphan_id).await.unwrap().status(),
         TaskStatus::Working
