@@ -453,23 +453,25 @@ impl Session {
     }
 
     /// Whether this session may call `skill`'s tools whatever other
-    /// replicas learned: it loaded or invoked the skill here, or every
-    /// model-invocable skill is listed.
+    /// replicas learned, by the call path's own rule: the user invoked it
+    /// here, or the model may invoke it (as the catalog says now, after
+    /// any reload) and it is loaded here or every such skill is listed.
     fn may_call(&self, skill: &str) -> bool {
         let held = |set: &Mutex<BTreeSet<String>>| {
             set.lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .contains(skill)
         };
-        held(&self.activated)
-            || held(&self.user_invoked)
-            || (self.server.options.tools_mode == ToolsMode::All
-                && self
-                    .server
-                    .host
-                    .catalog()
-                    .get(skill)
-                    .is_some_and(|s| s.model_invocable()))
+        let model_invocable = || {
+            self.server
+                .host
+                .catalog()
+                .get(skill)
+                .is_some_and(|s| s.model_invocable())
+        };
+        held(&self.user_invoked)
+            || ((self.server.options.tools_mode == ToolsMode::All || held(&self.activated))
+                && model_invocable())
     }
 
     /// Tells the other replicas that `skill` joined this session's `list`
