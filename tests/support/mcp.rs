@@ -287,6 +287,16 @@ pub fn serve_http(args: &[&str]) -> (HttpServer, String) {
 
 /// [`serve_http`] with extra environment variables.
 pub fn serve_http_with_env(args: &[&str], env: &[(&str, &str)]) -> (HttpServer, String) {
+    let (server, url, _) = serve_http_saying(args, env);
+    (server, url)
+}
+
+/// [`serve_http_with_env`], and every line the server writes to stderr
+/// after it listens, for a test that waits for one.
+pub fn serve_http_saying(
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (HttpServer, String, std::sync::mpsc::Receiver<String>) {
     use std::io::{BufRead, BufReader};
     use std::process::{Command, Stdio};
     let mut server = HttpServer(
@@ -317,8 +327,14 @@ pub fn serve_http_with_env(args: &[&str], env: &[(&str, &str)]) -> (HttpServer, 
         );
         if let Some(url) = line.trim().strip_prefix("skillbox: serving MCP at ") {
             let url = url.to_string();
-            std::thread::spawn(move || for _ in reader.lines() {});
-            return (server, url);
+            let (said, lines) = std::sync::mpsc::channel();
+            // Drained to the end, so the server never blocks on a full pipe.
+            std::thread::spawn(move || {
+                for line in reader.lines().map_while(Result::ok) {
+                    let _ = said.send(line);
+                }
+            });
+            return (server, url, lines);
         }
     }
 }

@@ -6,7 +6,8 @@
 //! a replica whose store is down says so on `/readyz` and takes no
 //! approval until the store is back; a task started on one replica is
 //! read and cancelled through the others, and reads as failed on them
-//! once its replica is killed.
+//! once its replica is killed; a commit a replica on another machine left
+//! half-done is finished by the next replica to commit to the workspace.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -18,12 +19,15 @@ use rmcp::model::{
     TaskPayload, TaskStatus,
 };
 use serde_json::{Value, json};
-use skillbox_e2e::mcp::{Client, Recorder, base_url, connect_stateless, serve_http};
+use skillbox_e2e::mcp::{
+    Client, Recorder, base_url, connect_stateless, serve_http, serve_http_saying, stateless_call,
+};
 use skillbox_e2e::{testkit_skills, workspace};
 
 use crate::mcp_confirm_tasks::{
     confirm_flags, sleep_call, testkit_flags, wait_terminal, write_call,
 };
+use crate::transactions::{TOOL, stager, tree};
 
 const PASSWORD: &str = "redis-test-pass-51c9e0";
 
@@ -72,6 +76,27 @@ impl Redis {
     fn url(&self) -> String {
         format!("redis://127.0.0.1:{}", self.port)
     }
+
+    /// Sends one command, as anyone who can reach the store could, and
+    /// returns the first line of the reply.
+    fn command(&self, args: &[&[u8]]) -> String {
+        use std::io::Write;
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        let mut reader = BufReader::new(stream.try_clone().unwrap());
+        let mut reply = String::new();
+        for command in [&[b"AUTH".as_slice(), PASSWORD.as_bytes()][..], args] {
+            let mut request = format!("*{}\r\n", command.len()).into_bytes();
+            for arg in command {
+                request.extend(format!("${}\r\n", arg.len()).into_bytes());
+                request.extend(*arg);
+                request.extend(b"\r\n");
+            }
+            stream.write_all(&request).unwrap();
+            reply.clear();
+            reader.read_line(&mut reply).unwrap();
+        }
+        reply.trim().to_string()
+    }
 }
 
 /// The store's password in a file in `dir`, as `--state-password-file`
@@ -92,7 +117,7 @@ impl Drop for Redis {
 /// A Redis of its own for three replicas, with the store's password in
 /// a file and an audit log for each replica, in `dir`.
 struct Cluster {
-    _redis: Redis,
+    redis: Option<Redis>,
     dir: tempfile::TempDir,
     password_file: std::path::PathBuf,
     /// The `--state` address.
@@ -115,7 +140,7 @@ impl Cluster {
                 .map(|i| dir.path().join(format!("audit-{i}.jsonl")))
                 .collect(),
             dir,
-            _redis: redis,
+            redis: Some(redis),
         })
     }
 }
@@ -675,4 +700,225 @@ async fn settled_within_a_minute(client: &Client, id: &str) -> rmcp::model::Deta
         "{message}"
     );
     task
+}
+
+/// The stager's steps, called through the replica at `url`.
+async fn run(http: &reqwest::Client, url: &str, steps: &[&str]) -> Value {
+    stateless_call(http, url, TOOL, json!({ "steps": steps }), json!({}))
+        .await
+        .expect("the replica answered")
+}
+
+/// The text of a `tools/call` result.
+fn result_text(result: &Value) -> String {
+    result["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Replicas on two machines (here: two state folders, so no lock file is
+/// shared) write one workspace. Replica 0 is killed part-way through a
+/// commit, holding the workspace's turn: replica 1's commit waits for the
+/// turn, finishes replica 0's commit first, and then finds that its own
+/// call's file changed meanwhile, and writes nothing. With the store down
+/// a commit is refused, says why, and writes nothing.
+#[tokio::test]
+async fn a_commit_a_replica_on_another_machine_left_half_done_is_finished_before_the_next() {
+    let Some(mut cluster) = Cluster::start() else {
+        return;
+    };
+    let kit = stager();
+    let ws = workspace(&[("a.txt", "alpha\n")]);
+    let machines = [tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap()];
+    let start = |i: usize, pause: Option<&str>| {
+        let mut env = vec![("SKILLBOX_STATE_DIR", machines[i].path().to_str().unwrap())];
+        env.extend(pause.map(|at| ("SKILLBOX_TEST_PAUSE_AT", at)));
+        serve_http_saying(
+            &[
+                "--tools",
+                "all",
+                "--skills",
+                kit.path().to_str().unwrap(),
+                "--workspace",
+                ws.path().to_str().unwrap(),
+                "--allow-write",
+                "--shared-workspace",
+                "repo",
+                "--audit",
+                cluster.audits[i].to_str().unwrap(),
+                "--state",
+                &cluster.state,
+                "--state-password-file",
+                cluster.password_file.to_str().unwrap(),
+            ],
+            &env,
+        )
+    };
+    let (mut first, first_url, first_says) = start(0, Some("commit-mid"));
+    let (_second, second_url, second_says) = start(1, None);
+    let http = reqwest::Client::new();
+    let steps = |steps: &[&str]| json!({ "steps": steps });
+
+    let stuck = tokio::spawn({
+        let (http, url) = (http.clone(), first_url.clone());
+        let args = steps(&["write /workspace/a.txt zero", "write /workspace/b.txt zero"]);
+        async move { stateless_call(&http, &url, TOOL, args, json!({})).await }
+    });
+    tokio::task::spawn_blocking(move || {
+        first_says
+            .iter()
+            .find(|line| line.contains("paused at commit-mid"))
+            .expect("replica 0 never reached the middle of its commit");
+    })
+    .await
+    .unwrap();
+    let half = tree(ws.path());
+    assert_eq!(
+        half["a.txt"],
+        Some(b"zero".to_vec()),
+        "the first change is in"
+    );
+    assert!(!half.contains_key("b.txt"), "the second is not");
+
+    // Replica 1's call stages b.txt where there is none yet; its commit
+    // waits for the turn replica 0 holds until its lease runs out.
+    let second_call = tokio::spawn({
+        let (http, url) = (http.clone(), second_url.clone());
+        let args = steps(&["write /workspace/b.txt one", "write /workspace/c.txt one"]);
+        async move { stateless_call(&http, &url, TOOL, args, json!({})).await }
+    });
+    first.0.kill().unwrap();
+    first.0.wait().unwrap();
+    assert!(
+        stuck.await.unwrap().is_err(),
+        "replica 0 answered after its kill"
+    );
+    let refused = second_call.await.unwrap().expect("replica 1 answered");
+    assert_eq!(refused["isError"], true, "{refused}");
+    let text = result_text(&refused);
+    assert!(
+        text.contains("`b.txt` changed while the call ran; nothing was written"),
+        "{text}"
+    );
+    let after = tree(ws.path());
+    assert_eq!(after["a.txt"], Some(b"zero".to_vec()));
+    assert_eq!(
+        after["b.txt"],
+        Some(b"zero".to_vec()),
+        "replica 0's commit was finished"
+    );
+    assert!(
+        !after.contains_key("c.txt"),
+        "replica 1's refused call wrote"
+    );
+    assert!(
+        !after.keys().any(|k| k.contains(".skillbox-commit")),
+        "{:?}",
+        after.keys()
+    );
+
+    // The next call commits, and there is nothing left to finish.
+    let done = run(&http, &second_url, &["write /workspace/c.txt two"]).await;
+    assert_ne!(done["isError"], true, "{done}");
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("c.txt")).unwrap(),
+        "two"
+    );
+    assert_eq!(
+        std::fs::read_to_string(ws.path().join("b.txt")).unwrap(),
+        "zero"
+    );
+
+    // A journal forged in the store (anyone who can write it could) is
+    // judged like one found in a state folder: a path out of the
+    // workspace, or a link that leads out, is never written; the journal
+    // is set aside and the call's own commit goes on.
+    let real = std::fs::canonicalize(ws.path()).unwrap();
+    let journal_key = "skillbox:commit:repo:journal";
+    let redis = cluster.redis.as_ref().unwrap();
+    let forgeries = [
+        (
+            json!({"version": 1, "id": "f0", "ops": [
+                {"op": "write", "path": "../outside.txt"},
+                {"op": "write", "path": "e.txt"},
+            ]}),
+            "its journal names `../outside.txt`, which no commit writes",
+        ),
+        (
+            json!({"version": 1, "id": "f0", "ops": [{"op": "link", "path": "esc"}],
+                   "links": {"esc": "../../../../../../etc/passwd"}}),
+            "refused to link `esc",
+        ),
+        (
+            // The id names the temporary file next to each change.
+            json!({"version": 1, "id": "x/../.claude/skills/evil", "ops": [
+                {"op": "make-dir", "path": ".skillbox-commit-x"},
+                {"op": "write", "path": "e.txt"},
+            ]}),
+            "its journal's id is not one this host makes",
+        ),
+    ];
+    for (n, (journal, why)) in forgeries.iter().enumerate() {
+        let journal = journal.to_string();
+        let planted = redis.command(&[
+            b"HSET",
+            journal_key.as_bytes(),
+            b"journal",
+            journal.as_bytes(),
+            b"file:0",
+            b"pwned",
+            b"file:1",
+            b"e",
+        ]);
+        assert!(planted.starts_with(':'), "{planted}");
+        let file = format!("write /workspace/f{n}.txt ok");
+        let mine = run(&http, &second_url, &[&file]).await;
+        assert_ne!(mine["isError"], true, "{mine}");
+        let said = second_says
+            .iter()
+            .find(|line| line.contains("could not finish a workspace commit"))
+            .unwrap();
+        assert!(said.contains(why), "{said}");
+        assert!(!real.parent().unwrap().join("outside.txt").exists());
+        assert!(!ws.path().join("e.txt").exists());
+        assert!(std::fs::symlink_metadata(ws.path().join("esc")).is_err());
+        assert!(!ws.path().join(".claude").exists());
+        assert_eq!(redis.command(&[b"EXISTS", journal_key.as_bytes()]), ":0");
+    }
+
+    // A journal of another version is left for a replica that can read
+    // it, and the call writes nothing meanwhile.
+    let newer = json!({"version": 99, "id": "f1", "ops": []}).to_string();
+    redis.command(&[
+        b"HSET",
+        journal_key.as_bytes(),
+        b"journal",
+        newer.as_bytes(),
+    ]);
+    let later = run(&http, &second_url, &["write /workspace/g.txt x"]).await;
+    assert_eq!(later["isError"], true, "{later}");
+    assert!(result_text(&later).contains("another version"), "{later}");
+    assert!(!ws.path().join("g.txt").exists());
+    assert_eq!(redis.command(&[b"EXISTS", journal_key.as_bytes()]), ":1");
+    redis.command(&[b"DEL", journal_key.as_bytes()]);
+
+    // No store, no turn: the commit is refused and writes nothing, and
+    // the replica still answers calls that change nothing.
+    drop(cluster.redis.take());
+    let down = run(&http, &second_url, &["write /workspace/d.txt x"]).await;
+    assert_eq!(down["isError"], true, "{down}");
+    let text = result_text(&down);
+    assert!(
+        text.contains("shared state store cannot be reached")
+            && text.contains("nothing was written"),
+        "{text}"
+    );
+    assert!(!text.contains(&cluster.state), "{text}");
+    assert!(!ws.path().join("d.txt").exists());
+    let read = run(&http, &second_url, &["read /workspace/c.txt"]).await;
+    assert_ne!(read["isError"], true, "{read}");
 }

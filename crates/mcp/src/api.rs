@@ -38,6 +38,7 @@ pub struct ServerBuilder {
     skillbox: Skillbox,
     options: ServeOptions,
     state: Option<Arc<StateStore>>,
+    shared_workspace: Option<(std::path::PathBuf, String)>,
 }
 
 impl Server {
@@ -47,6 +48,7 @@ impl Server {
             skillbox: skillbox.clone(),
             options: ServeOptions::default(),
             state: None,
+            shared_workspace: None,
         }
     }
 
@@ -182,13 +184,36 @@ impl ServerBuilder {
         self
     }
 
-    /// Builds the server. Fails only when the system's random source
-    /// cannot seed the key that seals confirmation state.
+    /// The workspace at `workspace` lies on a volume that replicas on
+    /// other machines write too (NFS, a `ReadWriteMany` claim), where all
+    /// of them call it `name`: each commit to it takes its turn in the
+    /// shared [`state`] store and records its journal there, so commits
+    /// are serialized across machines and any replica finishes one
+    /// another left half-done. Needs a shared store. Without it, replicas
+    /// that mount separate workspaces never apply each other's journals.
+    ///
+    /// [`state`]: ServerBuilder::state
+    pub fn shared_workspace(
+        mut self,
+        workspace: impl Into<std::path::PathBuf>,
+        name: impl Into<String>,
+    ) -> Self {
+        self.shared_workspace = Some((workspace.into(), name.into()));
+        self
+    }
+
+    /// Builds the server. Fails when the system's random source cannot
+    /// seed the key that seals confirmation state, or a shared workspace
+    /// has no shared store to take turns in, or a name the store cannot
+    /// take.
     pub fn build(self) -> std::io::Result<Server> {
         let state = match self.state {
             Some(state) => state,
             None => Arc::new(StateStore::local()?),
         };
+        if let Some((workspace, name)) = &self.shared_workspace {
+            state.share_commits(workspace, name)?;
+        }
         Ok(Server {
             shared: Arc::new(Shared::new(
                 self.skillbox.host().clone(),

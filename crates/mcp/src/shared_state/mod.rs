@@ -8,7 +8,9 @@
 //! key, so an approval answered through another replica counts, and
 //! spends it with one atomic `SET NX`, so it counts once across them all.
 //!
-//! Tasks are shared too (see [`tasks`]): the replica that runs one
+//! Commits to a workspace shared across machines take turns in it (see
+//! [`commits`]), and tasks are
+//! shared too (see [`tasks`]): the replica that runs one
 //! mirrors it into the store, and any other answers `tasks/get` and
 //! `tasks/cancel` from there.
 //!
@@ -23,6 +25,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::{Client, IntoConnectionInfo};
 
+mod commits;
 mod tasks;
 #[cfg(feature = "http")]
 use rmcp::transport::streamable_http_server::session::{
@@ -169,6 +172,45 @@ impl StateStore {
             }
             Ok(Err(_)) | Err(_) => false,
         }
+    }
+
+    /// Makes this process's commits to the workspace at `workspace` take
+    /// turns, under `name`, with those of replicas on other machines that
+    /// write it on a shared volume (see `commits.rs`). Needs the runtime
+    /// the store's connection runs on.
+    pub(crate) fn share_commits(
+        &self,
+        workspace: &std::path::Path,
+        name: &str,
+    ) -> std::io::Result<()> {
+        let Backend::Redis { connection, at } = &self.backend else {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "a workspace shared with other machines needs a shared state store \
+                 (--state redis://…) for its commits to take turns in",
+            ));
+        };
+        let name_ok = !name.is_empty()
+            && name.len() <= 64
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+        if !name_ok {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "--shared-workspace {name:?}: name the workspace with letters, digits, '.', '_' \
+                     and '-' (at most 64), the same on every replica that writes it"
+                ),
+            ));
+        }
+        let runtime = tokio::runtime::Handle::try_current().map_err(std::io::Error::other)?;
+        let commits = commits::RedisCommits {
+            connection: connection.clone(),
+            at: at.clone(),
+            runtime,
+        };
+        crate::sandbox::stage::share_commits(workspace, name, std::sync::Arc::new(commits))
     }
 
     /// Whether other processes share this store.

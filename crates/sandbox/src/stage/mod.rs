@@ -5,6 +5,7 @@
 //! overlay.rs      the call's view: workspace below, its changes above
 //! changes.rs      what it changed: a list with sizes, a diff, a patch
 //! transaction.rs  begin, commit through a journal, discard, recovery
+//! turns.rs        commits that take turns with other machines' replicas
 //! layer.rs        the view handed to a host program, its changes taken back
 //! ```
 //!
@@ -18,12 +19,14 @@ mod layer;
 mod overlay;
 mod path;
 mod transaction;
+mod turns;
 
 pub use changes::{Change, ChangeKind, ChangeSet};
 pub(crate) use layer::TakeInError;
 pub use overlay::{Deny, Found};
 pub use path::{Fingerprint, Kind, WsPath, join, rel};
 pub use transaction::{CommitError, Recovered, Stage, recover};
+pub use turns::{CommitTurn, SharedCommits, share_commits};
 // The installer's and the memory store's test-only pause points are this
 // module's.
 pub use transaction::pause_point;

@@ -19,6 +19,10 @@
 //! Every step of 3 can be done twice, so recovery finishes a commit that
 //! has a journal by applying it again from the start, and discards a stage
 //! without one. The workspace is never left between before and after.
+//!
+//! A process whose state is shared with replicas on other machines also
+//! takes the workspace's turn in the shared store after the lock, and
+//! records the journal there instead of in step 2 (see `turns.rs`).
 
 use std::collections::BTreeSet;
 use std::io;
@@ -30,6 +34,7 @@ use cap_std::fs::Dir;
 use super::changes::{self, ChangeSet};
 use super::overlay::{Base, Entry, Overlay};
 use super::path::{Fingerprint, Kind, WsPath};
+use super::turns::CommitTurn;
 
 const JOURNAL: &str = "commit.json";
 const JOURNAL_VERSION: u32 = 1;
@@ -74,8 +79,8 @@ pub enum CommitError {
     #[error("the workspace changes could not be written ({0}); nothing was written")]
     Io(String),
     #[error(
-        "the workspace commit stopped part-way ({0}); the next start on this workspace \
-         finishes it"
+        "the workspace commit stopped part-way ({0}); the next commit to this workspace, or \
+         the next start, finishes it"
     )]
     Interrupted(String),
 }
@@ -100,6 +105,10 @@ struct Journal {
     /// them: recovery applies nothing if one was replaced since.
     #[serde(default)]
     parents: std::collections::BTreeMap<WsPath, Fingerprint>,
+    /// The target of every link it makes, in a journal kept in a shared
+    /// store (whose files travel with it, by their op's index).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    links: std::collections::BTreeMap<WsPath, String>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -129,7 +138,7 @@ impl Op {
 /// write to could hold a forged journal, which the next start would apply.
 pub(super) fn txn_folder(workspace: &Path) -> io::Result<PathBuf> {
     let real = std::fs::canonicalize(workspace)?;
-    let key = crate::digest::sha256_hex(real.as_os_str().as_encoded_bytes());
+    let key = key_of(&real);
     let base = crate::dirs::state_dir().ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
@@ -144,7 +153,18 @@ pub(super) fn txn_folder(workspace: &Path) -> io::Result<PathBuf> {
              SKILLBOX_STATE_DIR to a folder outside the workspace",
         ));
     }
-    Ok(base.join("transactions").join(&key[..16]))
+    Ok(base.join("transactions").join(key))
+}
+
+/// The name of the workspace at `workspace` among this host's transaction
+/// folders: a hash of its real path.
+pub(super) fn workspace_key(workspace: &Path) -> io::Result<String> {
+    Ok(key_of(&std::fs::canonicalize(workspace)?))
+}
+
+fn key_of(real: &Path) -> String {
+    let hash = crate::digest::sha256_hex(real.as_os_str().as_encoded_bytes());
+    hash[..16].to_string()
 }
 
 fn create_private(path: &Path) -> io::Result<()> {
@@ -372,6 +392,22 @@ impl Stage {
         for recovered in recover_locked(&self.txn, &self.overlay.lower).map_err(io_error)? {
             tracing::warn!("{}", recovered.message());
         }
+        let mut turn = match super::turns::shared_for(&workspace_name(&self.txn)) {
+            Some((name, shared)) => Some(
+                shared
+                    .turn(&name)
+                    .map_err(|e| CommitError::Io(reason(&e)))?,
+            ),
+            None => None,
+        };
+        if let Some(turn) = turn.as_mut() {
+            // So does one another replica left half-done.
+            let recovered = recover_shared(&self.txn, &self.overlay.lower, turn.as_mut())
+                .map_err(|e| CommitError::Io(reason(&e)))?;
+            if let Some(recovered) = recovered {
+                tracing::warn!("{}", recovered.message());
+            }
+        }
         let replaced = self.replaced_parents();
         if !replaced.is_empty() {
             return Err(CommitError::Replaced { paths: replaced });
@@ -389,21 +425,210 @@ impl Stage {
             .folder
             .as_ref()
             .ok_or_else(|| CommitError::Io("the call's staging folder is missing".into()))?;
-        let journal = Journal {
+        let mut journal = Journal {
             version: JOURNAL_VERSION,
             id: folder.id.clone(),
             ops,
             parents: self.overlay.parents.clone(),
+            links: Default::default(),
         };
-        write_journal(&folder.path, &journal).map_err(io_error)?;
+        match turn.as_mut() {
+            None => write_journal(&folder.path, &journal).map_err(io_error)?,
+            Some(turn) => ship(upper, &mut journal, turn.as_mut())?,
+        }
         pause_point("commit-after-journal");
-        // From here the commit happens: now, or at the next recovery.
-        self.finished = true;
-        apply(&self.overlay.lower, upper, &journal)
-            .map_err(|e| CommitError::Interrupted(e.kind().to_string()))?;
+        // From here the commit happens: now, or at the next recovery, from
+        // this folder's journal, or the store's (then this folder, which
+        // has none, goes with the stage).
+        self.finished = turn.is_none();
+        let keeping = turn.as_mut().map(|t| &mut **t as &mut dyn CommitTurn);
+        apply(&self.overlay.lower, upper, &journal, keeping)
+            .map_err(|e| CommitError::Interrupted(reason(&e)))?;
+        if let Some(turn) = turn
+            && let Err(e) = turn.finish()
+        {
+            // Every change is in; the next turn applies them again, which
+            // leaves the same files.
+            tracing::warn!(
+                "a workspace commit is complete, but the shared store did not forget its \
+                 journal ({}); the next commit to the workspace applies it again",
+                reason(&e)
+            );
+        }
         let _ = std::fs::remove_dir_all(&folder.path);
         Ok(set)
     }
+}
+
+/// What an I/O error says to a person: its own message when the host made
+/// it (the shared store's say what happened), its kind otherwise, which
+/// never names a host path.
+fn reason(e: &io::Error) -> String {
+    match e.get_ref() {
+        Some(inner) => inner.to_string(),
+        None => e.kind().to_string(),
+    }
+}
+
+/// The name of the transaction folder `txn`: the workspace's key.
+fn workspace_name(txn: &Path) -> String {
+    txn.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// Records `journal` in the shared store, with every file it writes and
+/// the target of every link it makes. If the store cannot say whether it
+/// was recorded, the journal is taken back; failing that, the commit may
+/// still happen at the next turn, and the error says so.
+fn ship(upper: &Dir, journal: &mut Journal, turn: &mut dyn CommitTurn) -> Result<(), CommitError> {
+    let nothing = |e: io::Error| CommitError::Io(reason(&e));
+    for (n, op) in journal.ops.iter().enumerate() {
+        match op {
+            Op::Write { path } => {
+                let bytes = upper.read(path).map_err(nothing)?;
+                turn.keep().map_err(nothing)?;
+                turn.put_file(n, &bytes).map_err(nothing)?;
+            }
+            Op::Link { path } => {
+                let target = upper.read_link_contents(path).map_err(nothing)?;
+                journal
+                    .links
+                    .insert(path.clone(), target.to_string_lossy().into_owned());
+            }
+            _ => {}
+        }
+    }
+    let bytes = serde_json::to_vec(journal).map_err(|e| CommitError::Io(e.to_string()))?;
+    turn.keep().map_err(nothing)?;
+    if let Err(e) = turn.record(&bytes) {
+        return Err(match turn.clear() {
+            Ok(()) => nothing(e),
+            Err(_) => CommitError::Interrupted(format!(
+                "the shared store did not confirm its journal: {}; if it was recorded, the \
+                 next commit to this workspace applies it",
+                reason(&e)
+            )),
+        });
+    }
+    Ok(())
+}
+
+/// Finishes the journal a replica recorded in the shared store and left
+/// unfinished: its files are written to a stage folder of this process,
+/// and it is applied as recovery applies a local one, renewing the turn
+/// as it goes. One that can never be finished (it names a path no commit
+/// writes, or the workspace moved on under it) is kept aside here, like a
+/// local one, and forgotten by the store, so the workspace is not refused
+/// for ever. On any other error (the store, the disk) the journal stays
+/// for the next turn, and this commit writes nothing.
+fn recover_shared(
+    txn: &Path,
+    lower: &Dir,
+    turn: &mut dyn CommitTurn,
+) -> io::Result<Option<Recovered>> {
+    let Some(bytes) = turn.pending()? else {
+        return Ok(None);
+    };
+    let journal = match serde_json::from_slice::<Journal>(&bytes) {
+        Ok(journal) if journal.version == JOURNAL_VERSION => journal,
+        Ok(_) => {
+            return Err(io::Error::other(
+                "a replica of another version left a commit to this workspace that this one \
+                 cannot finish; run the call on a replica of that version",
+            ));
+        }
+        Err(_) => return keep_aside(txn, None, turn, "its journal could not be read".into()),
+    };
+    if let Some(why) = unfinishable(&journal) {
+        return keep_aside(txn, None, turn, why);
+    }
+    let owned = make_folder(txn)?;
+    let finished = unpack(&owned.path, &journal, turn)
+        .map_err(Unfinished::judged)
+        .and_then(|()| finish(lower, &owned.path, &journal, Some(turn)));
+    match finished {
+        Ok(()) => {
+            std::fs::remove_dir_all(&owned.path)?;
+            turn.clear()?;
+            Ok(Some(Recovered::Finished {
+                changes: journal.ops.len(),
+            }))
+        }
+        Err(Unfinished::Refused(why)) => keep_aside(txn, Some(owned), turn, why),
+        Err(Unfinished::Stopped(e)) => {
+            let _ = std::fs::remove_dir_all(&owned.path);
+            Err(e)
+        }
+    }
+}
+
+/// Why a shared journal can never be applied, judged before anything of
+/// it is written here: a path no commit writes, a link without a target,
+/// or an id that is not one a host makes (it names the temporary files
+/// next to every change).
+fn unfinishable(journal: &Journal) -> Option<String> {
+    let id_ok = !journal.id.is_empty()
+        && journal.id.len() <= 64
+        && journal
+            .id
+            .bytes()
+            .all(|b| b.is_ascii_hexdigit() || b == b'-');
+    if !id_ok {
+        return Some("its journal's id is not one this host makes".into());
+    }
+    if let Some(why) = bad_path(journal) {
+        return Some(why);
+    }
+    journal
+        .ops
+        .iter()
+        .find(|op| matches!(op, Op::Link { path } if !journal.links.contains_key(path)))
+        .map(|op| format!("its journal has no target for the link `{}`", op.path()))
+}
+
+/// Keeps a shared journal that can never be finished aside in this state
+/// folder (its stage folder, if it was unpacked), and has the store forget it.
+fn keep_aside(
+    txn: &Path,
+    unpacked: Option<Owned>,
+    turn: &mut dyn CommitTurn,
+    why: String,
+) -> io::Result<Option<Recovered>> {
+    if let Some(owned) = unpacked {
+        let failed = txn.join("failed");
+        create_private(&failed)?;
+        std::fs::rename(&owned.path, failed.join(&owned.id))?;
+    }
+    turn.clear()?;
+    Ok(Some(Recovered::Failed { why }))
+}
+
+/// Writes the files and links of a shared journal into the stage folder
+/// `folder`, by the journal's paths (already judged: [`unfinishable`]).
+fn unpack(folder: &Path, journal: &Journal, turn: &mut dyn CommitTurn) -> io::Result<()> {
+    let upper = Dir::open_ambient_dir(folder.join(UPPER), cap_std::ambient_authority())?;
+    for (n, op) in journal.ops.iter().enumerate() {
+        let path = op.path();
+        if let Some((parent, _)) = path.rsplit_once('/')
+            && matches!(op, Op::Write { .. } | Op::Link { .. })
+        {
+            upper.create_dir_all(parent)?;
+        }
+        match op {
+            Op::Write { .. } => {
+                turn.keep().map_err(from_store)?;
+                upper.write(path, turn.pending_file(n).map_err(from_store)?)?;
+            }
+            Op::Link { .. } => {
+                if let Some(target) = journal.links.get(path) {
+                    upper.symlink(target, path)?;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 impl Drop for Stage {
@@ -533,8 +758,16 @@ fn write_journal(folder: &Path, journal: &Journal) -> io::Result<()> {
 
 /// Applies a journal to the workspace. Safe to run again after a crash
 /// part-way: every step leaves the same result when done twice.
-fn apply(lower: &Dir, upper: &Dir, journal: &Journal) -> io::Result<()> {
+fn apply(
+    lower: &Dir,
+    upper: &Dir,
+    journal: &Journal,
+    mut turn: Option<&mut dyn CommitTurn>,
+) -> io::Result<()> {
     for (n, op) in journal.ops.iter().enumerate() {
+        if let Some(turn) = turn.as_deref_mut() {
+            turn.keep().map_err(from_store)?;
+        }
         let done = parent_of(lower, op.path()).and_then(|(parent, name)| match op {
             Op::Remove { .. } => parent.remove_file(name),
             Op::RemoveDir { .. } => parent.remove_dir(name),
@@ -546,6 +779,11 @@ fn apply(lower: &Dir, upper: &Dir, journal: &Journal) -> io::Result<()> {
                     upper.copy(path, &parent, &tmp)?;
                 } else {
                     parent.symlink(upper.read_link_contents(path)?, &tmp)?;
+                }
+                // A large copy can outlast the turn; the rename is the write
+                // that counts.
+                if let Some(turn) = turn.as_deref_mut() {
+                    turn.keep().map_err(from_store)?;
                 }
                 parent.rename(&tmp, &parent, name)
             }
@@ -666,7 +904,7 @@ fn recover_locked(txn: &Path, lower: &Dir) -> io::Result<Vec<Recovered>> {
         let journal = std::fs::read(folder.join(JOURNAL)).ok();
         match journal.and_then(|j| serde_json::from_slice::<Journal>(&j).ok()) {
             Some(journal) if journal.version == JOURNAL_VERSION => {
-                match finish(lower, &folder, &journal) {
+                match finish(lower, &folder, &journal, None).map_err(Unfinished::why) {
                     Ok(()) => {
                         done.push(Recovered::Finished {
                             changes: journal.ops.len(),
@@ -695,7 +933,73 @@ fn recover_locked(txn: &Path, lower: &Dir) -> io::Result<Vec<Recovered>> {
 /// Applies an abandoned stage's journal, after checking that it is one
 /// this host wrote: a folder of this user, not a link, and only paths
 /// inside the workspace that no tool may change.
-fn finish(lower: &Dir, folder: &Path, journal: &Journal) -> Result<(), String> {
+fn finish(
+    lower: &Dir,
+    folder: &Path,
+    journal: &Journal,
+    turn: Option<&mut dyn CommitTurn>,
+) -> Result<(), Unfinished> {
+    checked(lower, folder, journal).map_err(Unfinished::Refused)?;
+    let upper = Dir::open_ambient_dir(folder.join(UPPER), cap_std::ambient_authority())
+        .map_err(Unfinished::judged)?;
+    // The landing is judged again, as at commit, against the workspace as
+    // it is now.
+    let view = Overlay::new(lower.try_clone().map_err(Unfinished::judged)?, Some(upper));
+    landing(&view, &journal.ops).map_err(Unfinished::Refused)?;
+    let upper = view.up().map_err(Unfinished::judged)?;
+    apply(lower, upper, journal, turn).map_err(Unfinished::judged)
+}
+
+/// Why recovery did not finish a journal.
+#[derive(Debug)]
+enum Unfinished {
+    /// It never will: the journal or the workspace says so.
+    Refused(String),
+    /// Not now: the shared store failed, or the disk is full; a shared
+    /// journal stays for the next turn.
+    Stopped(io::Error),
+}
+
+impl Unfinished {
+    fn judged(e: io::Error) -> Unfinished {
+        if transient(&e) {
+            Unfinished::Stopped(e)
+        } else {
+            Unfinished::Refused(e.kind().to_string())
+        }
+    }
+
+    fn why(self) -> String {
+        match self {
+            Unfinished::Refused(why) => why,
+            Unfinished::Stopped(e) => reason(&e),
+        }
+    }
+}
+
+/// An error of the shared store, told apart from the file system's.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct StoreFailed(String);
+
+fn from_store(e: io::Error) -> io::Error {
+    io::Error::other(StoreFailed(reason(&e)))
+}
+
+/// Whether `e` may pass: the shared store failed, or a disk filled.
+fn transient(e: &io::Error) -> bool {
+    e.get_ref().is_some_and(|inner| inner.is::<StoreFailed>())
+        || matches!(
+            e.kind(),
+            io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded | io::ErrorKind::OutOfMemory
+        )
+}
+
+/// Whether an abandoned stage's journal is one this host wrote: in a
+/// folder of this user, not a link, naming only paths inside the workspace
+/// that no tool may change, below folders that are still the ones the call
+/// staged below.
+fn checked(lower: &Dir, folder: &Path, journal: &Journal) -> Result<(), String> {
     use std::os::unix::fs::MetadataExt;
     let upper_path = folder.join(UPPER);
     let mine = [folder, upper_path.as_path()].iter().all(|p| {
@@ -705,13 +1009,8 @@ fn finish(lower: &Dir, folder: &Path, journal: &Journal) -> Result<(), String> {
     if !mine {
         return Err("its staging folder is not one this host made".into());
     }
-    if let Some(bad) = journal
-        .ops
-        .iter()
-        .map(Op::path)
-        .find(|p| !journal_path_ok(p))
-    {
-        return Err(format!("its journal names `{bad}`, which no commit writes"));
+    if let Some(why) = bad_path(journal) {
+        return Err(why);
     }
     // A folder the call itself removes or replaces may already be gone
     // when a commit stopped part-way; its own change covers it.
@@ -728,17 +1027,17 @@ fn finish(lower: &Dir, folder: &Path, journal: &Journal) -> Result<(), String> {
             list(&moved)
         ));
     }
-    let upper = Dir::open_ambient_dir(&upper_path, cap_std::ambient_authority())
-        .map_err(|e| e.kind().to_string())?;
-    // The landing is judged again, as at commit, against the workspace as
-    // it is now.
-    let view = Overlay::new(
-        lower.try_clone().map_err(|e| e.kind().to_string())?,
-        Some(upper),
-    );
-    landing(&view, &journal.ops)?;
-    let upper = view.up().map_err(|e| e.kind().to_string())?;
-    apply(lower, upper, journal).map_err(|e| e.kind().to_string())
+    Ok(())
+}
+
+/// The first path of `journal` that no commit writes, said for a person.
+fn bad_path(journal: &Journal) -> Option<String> {
+    let bad = journal
+        .ops
+        .iter()
+        .map(Op::path)
+        .find(|p| !journal_path_ok(p))?;
+    Some(format!("its journal names `{bad}`, which no commit writes"))
 }
 
 /// A path a journal may name: inside the workspace, as written, and not
@@ -864,12 +1163,15 @@ mod tests {
             id: "t".into(),
             ops: ops_of(&stage.overlay),
             parents: stage.overlay.parents.clone(),
+            links: Default::default(),
         };
         std::fs::rename(ws.path().join("x"), ws.path().join("old")).unwrap();
         std::os::unix::fs::symlink(".claude", ws.path().join("x")).unwrap();
-        assert!(apply(&stage.overlay.lower, &upper, &journal).is_err());
+        assert!(apply(&stage.overlay.lower, &upper, &journal, None).is_err());
         let folder = stage.folder.as_ref().unwrap().path.clone();
-        let why = finish(&stage.overlay.lower, &folder, &journal).unwrap_err();
+        let why = finish(&stage.overlay.lower, &folder, &journal, None)
+            .map_err(Unfinished::why)
+            .unwrap_err();
         assert!(why.contains("`x` was moved or replaced"), "{why}");
         assert!(!ws.path().join(".claude/skills").exists());
     }

@@ -65,6 +65,12 @@ pub(super) struct ServeArgs {
     /// SKILLBOX_STATE_PASSWORD; never in the URL, which `ps` shows).
     #[arg(long, value_name = "FILE", requires = "state")]
     state_password_file: Option<PathBuf>,
+    /// The workspace is on a volume that replicas on other machines write
+    /// too (NFS, a ReadWriteMany claim), and NAME is what every one of them
+    /// calls it: commits take turns through the --state store, which keeps
+    /// each commit's journal until it is done.
+    #[arg(long, value_name = "NAME", requires_all = ["state", "workspace"])]
+    shared_workspace: Option<String>,
     /// Accept this Host header too (besides loopback names); for --http.
     #[arg(long, value_name = "HOST")]
     allow_host: Vec<String>,
@@ -187,11 +193,18 @@ pub(super) fn serve(args: ServeArgs) -> Result<ExitCode, CliError> {
                         }
                         _ => CliError::Usage(e.to_string()),
                     })?;
-                server.state(store)
+                let server = server.state(store);
+                match (&args.shared_workspace, &args.sandbox.workspace) {
+                    (Some(name), Some(workspace)) => server.shared_workspace(workspace, name),
+                    _ => server,
+                }
             }
             None => server,
         };
-        let server = server.build().map_err(|e| CliError::Other(e.into()))?;
+        let server = server.build().map_err(|e| match e.kind() {
+            std::io::ErrorKind::InvalidInput => CliError::Usage(e.to_string()),
+            _ => CliError::Other(e.into()),
+        })?;
         let show_banner = args.banner || std::io::stderr().is_terminal();
         let Some(addr) = http_addr else {
             if show_banner {
