@@ -27,7 +27,7 @@ use skillbox_e2e::{testkit_skills, workspace};
 use crate::mcp_confirm_tasks::{
     confirm_flags, sleep_call, testkit_flags, wait_terminal, write_call,
 };
-use crate::transactions::{TOOL, stager, tree};
+use crate::transactions::{TOOL, stager, stages_left, tree};
 
 const PASSWORD: &str = "redis-test-pass-51c9e0";
 
@@ -702,6 +702,20 @@ async fn settled_within_a_minute(client: &Client, id: &str) -> rmcp::model::Deta
     task
 }
 
+/// The first line from `lines` that contains `what`, waiting up to a
+/// minute for it.
+fn said(lines: &std::sync::mpsc::Receiver<String>, what: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) if line.contains(what) => return line,
+            Ok(_) => {}
+            Err(_) => panic!("the replica did not say {what:?} within a minute"),
+        }
+    }
+}
+
 /// The stager's steps, called through the replica at `url`.
 async fn run(http: &reqwest::Client, url: &str, steps: &[&str]) -> Value {
     stateless_call(http, url, TOOL, json!({ "steps": steps }), json!({}))
@@ -768,14 +782,9 @@ async fn a_commit_a_replica_on_another_machine_left_half_done_is_finished_before
         let args = steps(&["write /workspace/a.txt zero", "write /workspace/b.txt zero"]);
         async move { stateless_call(&http, &url, TOOL, args, json!({})).await }
     });
-    tokio::task::spawn_blocking(move || {
-        first_says
-            .iter()
-            .find(|line| line.contains("paused at commit-mid"))
-            .expect("replica 0 never reached the middle of its commit");
-    })
-    .await
-    .unwrap();
+    tokio::task::spawn_blocking(move || said(&first_says, "paused at commit-mid"))
+        .await
+        .unwrap();
     let half = tree(ws.path());
     assert_eq!(
         half["a.txt"],
@@ -820,6 +829,24 @@ async fn a_commit_a_replica_on_another_machine_left_half_done_is_finished_before
         "{:?}",
         after.keys()
     );
+
+    // Replica 0's machine, started again, finds the stage of the commit
+    // it was killed in, whose journal the store held: it drops it without
+    // calling the call undone, which it was not.
+    assert_eq!(stages_left(machines[0].path()), 1);
+    let restart = skillbox_e2e::skillbox()
+        .args(["call", TOOL, "--skills"])
+        .arg(kit.path())
+        .arg("--workspace")
+        .arg(ws.path())
+        .args(["--args", &json!({"steps": ["list /workspace"]}).to_string()])
+        .env("SKILLBOX_STATE_DIR", machines[0].path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&restart.stderr);
+    assert!(restart.status.success(), "{stderr}");
+    assert!(!stderr.contains("discarded"), "{stderr}");
+    assert_eq!(stages_left(machines[0].path()), 0);
 
     // The next call commits, and there is nothing left to finish.
     let done = run(&http, &second_url, &["write /workspace/c.txt two"]).await;
@@ -878,11 +905,8 @@ async fn a_commit_a_replica_on_another_machine_left_half_done_is_finished_before
         let file = format!("write /workspace/f{n}.txt ok");
         let mine = run(&http, &second_url, &[&file]).await;
         assert_ne!(mine["isError"], true, "{mine}");
-        let said = second_says
-            .iter()
-            .find(|line| line.contains("could not finish a workspace commit"))
-            .unwrap();
-        assert!(said.contains(why), "{said}");
+        let line = said(&second_says, "could not finish a workspace commit");
+        assert!(line.contains(why), "{line}");
         assert!(!real.parent().unwrap().join("outside.txt").exists());
         assert!(!ws.path().join("e.txt").exists());
         assert!(std::fs::symlink_metadata(ws.path().join("esc")).is_err());

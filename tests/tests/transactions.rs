@@ -348,7 +348,7 @@ fn send_call(child: &mut Child, steps: &[String]) {
     writeln!(child.stdin.as_mut().unwrap(), "{call}").unwrap();
 }
 
-fn stages_left(state: &Path) -> usize {
+pub(crate) fn stages_left(state: &Path) -> usize {
     let Ok(txns) = std::fs::read_dir(state.join("transactions")) else {
         return 0;
     };

@@ -8,9 +8,13 @@
 //! ```
 //!
 //! Every write checks the token in the same script, so a replica that lost
-//! its turn (frozen past its lease) changes nothing in the store.
+//! its turn (frozen past its lease) changes nothing in the store. A
+//! thread renews the lease every 2 s for as long as the turn is held, so
+//! a long step (a large file copied to NFS) keeps it; a process that is
+//! frozen freezes that thread too, and the turn passes on.
 
 use std::io;
+use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
 use redis::aio::ConnectionManager;
@@ -24,7 +28,7 @@ const LEASE: Duration = Duration::from_secs(10);
 /// How long after its last confirmed renewal a holder stops writing: well
 /// inside [`LEASE`], so it stops before another replica may take the turn.
 const GIVE_UP: Duration = Duration::from_secs(7);
-/// How often a holder renews its turn while it writes.
+/// How often the holder's thread renews its turn.
 const RENEW_EVERY: Duration = Duration::from_secs(2);
 /// How long a commit waits for the turn before it gives up.
 const WAIT: Duration = Duration::from_secs(30);
@@ -49,28 +53,30 @@ impl SharedCommits for RedisCommits {
         let token = hex(&random_key()?);
         let key = format!("{PREFIX}commit:{workspace}");
         let mut turn = RedisTurn {
-            connection: self.connection.clone(),
-            at: self.at.clone(),
-            runtime: self.runtime.clone(),
-            turn_key: format!("{key}:turn"),
-            journal_key: format!("{key}:journal"),
-            token,
-            confirmed: Instant::now(),
-            held: false,
+            store: Store {
+                connection: self.connection.clone(),
+                at: self.at.clone(),
+                runtime: self.runtime.clone(),
+                turn_key: format!("{key}:turn"),
+                journal_key: format!("{key}:journal"),
+                token,
+            },
+            confirmed: Arc::new(Mutex::new(Instant::now())),
+            renewing: None,
         };
         let deadline = Instant::now() + WAIT;
         loop {
             let asked = Instant::now();
             let mut take = redis::cmd("SET");
-            take.arg(&turn.turn_key)
-                .arg(&turn.token)
+            take.arg(&turn.store.turn_key)
+                .arg(&turn.store.token)
                 .arg("NX")
                 .arg("PX")
                 .arg(LEASE.as_millis() as u64);
-            let taken: Option<String> = turn.run(take, REQUEST_TIMEOUT)?;
+            let taken: Option<String> = turn.store.run(take, REQUEST_TIMEOUT)?;
             if taken.is_some() {
-                turn.confirmed = asked;
-                turn.held = true;
+                *turn.confirmed.lock().unwrap_or_else(|e| e.into_inner()) = asked;
+                turn.renewing = Some(renew(turn.store.clone(), turn.confirmed.clone()));
                 return Ok(Box::new(turn));
             }
             if Instant::now() >= deadline {
@@ -86,18 +92,51 @@ impl SharedCommits for RedisCommits {
 }
 
 struct RedisTurn {
+    store: Store,
+    /// When the last request that confirmed the turn was sent.
+    confirmed: Arc<Mutex<Instant>>,
+    /// Dropped to stop the thread that renews the turn.
+    renewing: Option<mpsc::Sender<()>>,
+}
+
+/// The store, as one turn uses it.
+#[derive(Clone)]
+struct Store {
     connection: ConnectionManager,
     at: String,
     runtime: Handle,
     turn_key: String,
     journal_key: String,
     token: String,
-    /// When the last request that confirmed the turn was sent.
-    confirmed: Instant,
-    held: bool,
 }
 
-impl RedisTurn {
+/// Starts the thread that renews the turn of `store` every
+/// [`RENEW_EVERY`], recording each confirmed renewal in `confirmed`, until
+/// the returned sender is dropped or the turn is lost.
+fn renew(store: Store, confirmed: Arc<Mutex<Instant>>) -> mpsc::Sender<()> {
+    let (stop, stopped) = mpsc::channel::<()>();
+    let lease = (LEASE.as_millis() as u64).to_string();
+    std::thread::spawn(move || {
+        while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(RENEW_EVERY) {
+            let sent = Instant::now();
+            let renewed = store.guarded(
+                "redis.call('PEXPIRE', KEYS[1], ARGV[2])",
+                &[lease.as_bytes()],
+                REQUEST_TIMEOUT,
+            );
+            match renewed {
+                Ok(()) => *confirmed.lock().unwrap_or_else(|e| e.into_inner()) = sent,
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => return,
+                // The store may answer the next time; the holder stops
+                // writing if it has not by GIVE_UP.
+                Err(_) => {}
+            }
+        }
+    });
+    stop
+}
+
+impl Store {
     /// Sends `request` and waits up to `timeout` for its answer, from the
     /// blocking thread a commit runs on.
     fn run<T: redis::FromRedisValue>(
@@ -156,16 +195,18 @@ impl RedisTurn {
         }
         match self.run::<i64>(script, timeout)? {
             1 => Ok(()),
-            _ => Err(self.lost()),
+            _ => Err(lost()),
         }
     }
+}
 
-    fn lost(&self) -> io::Error {
-        io::Error::other(
-            "this replica's turn to commit ran out (it was paused or cut off from the state \
-             store), and another replica may be committing",
-        )
-    }
+/// The turn passed on, or may have: an error of kind `PermissionDenied`.
+fn lost() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::PermissionDenied,
+        "this replica's turn to commit ran out (it was paused or cut off from the state store), \
+         and another replica may be committing",
+    )
 }
 
 /// Time for a request that carries `bytes`: the usual, plus a second per
@@ -177,8 +218,8 @@ fn carrying(bytes: usize) -> Duration {
 impl CommitTurn for RedisTurn {
     fn pending(&mut self) -> io::Result<Option<Vec<u8>>> {
         let mut get = redis::cmd("HGET");
-        get.arg(&self.journal_key).arg("journal");
-        let journal: Option<Vec<u8>> = self.run(get, REQUEST_TIMEOUT)?;
+        get.arg(&self.store.journal_key).arg("journal");
+        let journal: Option<Vec<u8>> = self.store.run(get, REQUEST_TIMEOUT)?;
         if journal.is_none() {
             // Files stored by a turn that never recorded its journal.
             self.clear()?;
@@ -186,16 +227,15 @@ impl CommitTurn for RedisTurn {
         Ok(journal)
     }
 
-    fn pending_file(&mut self, n: usize) -> io::Result<Vec<u8>> {
+    fn pending_file(&mut self, n: usize) -> io::Result<Option<Vec<u8>>> {
         let mut get = redis::cmd("HGET");
-        get.arg(&self.journal_key).arg(format!("file:{n}"));
-        let bytes: Option<Vec<u8>> = self.run(get, carrying(256 << 20))?;
-        bytes.ok_or_else(|| io::Error::other(format!("the shared store lacks its file {n}")))
+        get.arg(&self.store.journal_key).arg(format!("file:{n}"));
+        self.store.run(get, carrying(256 << 20))
     }
 
     fn put_file(&mut self, n: usize, bytes: &[u8]) -> io::Result<()> {
         let field = format!("file:{n}");
-        self.guarded(
+        self.store.guarded(
             "redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])",
             &[field.as_bytes(), bytes],
             carrying(bytes.len()),
@@ -203,7 +243,7 @@ impl CommitTurn for RedisTurn {
     }
 
     fn record(&mut self, journal: &[u8]) -> io::Result<()> {
-        self.guarded(
+        self.store.guarded(
             "redis.call('HSET', KEYS[2], 'journal', ARGV[2])",
             &[journal],
             carrying(journal.len()),
@@ -211,34 +251,25 @@ impl CommitTurn for RedisTurn {
     }
 
     fn clear(&mut self) -> io::Result<()> {
-        self.guarded("redis.call('DEL', KEYS[2])", &[], REQUEST_TIMEOUT)
+        self.store
+            .guarded("redis.call('DEL', KEYS[2])", &[], REQUEST_TIMEOUT)
     }
 
     fn keep(&mut self) -> io::Result<()> {
-        if self.confirmed.elapsed() >= GIVE_UP {
-            return Err(self.lost());
+        let confirmed = *self.confirmed.lock().unwrap_or_else(|e| e.into_inner());
+        if confirmed.elapsed() >= GIVE_UP {
+            return Err(lost());
         }
-        if self.confirmed.elapsed() < RENEW_EVERY {
-            return Ok(());
-        }
-        let sent = Instant::now();
-        let lease = (LEASE.as_millis() as u64).to_string();
-        self.guarded(
-            "redis.call('PEXPIRE', KEYS[1], ARGV[2])",
-            &[lease.as_bytes()],
-            REQUEST_TIMEOUT,
-        )?;
-        self.confirmed = sent;
         Ok(())
     }
 
     fn finish(mut self: Box<Self>) -> io::Result<()> {
-        self.guarded(
+        self.store.guarded(
             "redis.call('DEL', KEYS[2]) redis.call('DEL', KEYS[1])",
             &[],
             REQUEST_TIMEOUT,
         )?;
-        self.held = false;
+        self.renewing = None;
         Ok(())
     }
 }
@@ -247,8 +278,10 @@ impl Drop for RedisTurn {
     /// Gives the turn up, leaving any journal for the next turn; if the
     /// store cannot be told, the lease runs out instead.
     fn drop(&mut self) {
-        if self.held {
-            let _ = self.guarded("redis.call('DEL', KEYS[1])", &[], REQUEST_TIMEOUT);
+        if self.renewing.take().is_some() {
+            let _ = self
+                .store
+                .guarded("redis.call('DEL', KEYS[1])", &[], REQUEST_TIMEOUT);
         }
     }
 }

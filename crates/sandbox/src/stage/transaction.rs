@@ -39,6 +39,8 @@ use super::turns::CommitTurn;
 const JOURNAL: &str = "commit.json";
 const JOURNAL_VERSION: u32 = 1;
 const UPPER: &str = "upper";
+/// In a stage folder whose journal went to the shared store.
+const SHIPPED: &str = "shipped";
 
 /// A call's staged changes to one workspace, not yet committed. Dropping
 /// it discards them.
@@ -79,8 +81,8 @@ pub enum CommitError {
     #[error("the workspace changes could not be written ({0}); nothing was written")]
     Io(String),
     #[error(
-        "the workspace commit stopped part-way ({0}); the next commit to this workspace, or \
-         the next start, finishes it"
+        "the workspace commit stopped part-way ({0}); the next commit to this workspace \
+         finishes it"
     )]
     Interrupted(String),
 }
@@ -109,6 +111,11 @@ struct Journal {
     /// store (whose files travel with it, by their op's index).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     links: std::collections::BTreeMap<WsPath, String>,
+    /// The id recovery names its temporary files by, when not `id`: a
+    /// replica recovering another's journal uses its own, so the two never
+    /// touch one file, and removes the other's.
+    #[serde(skip)]
+    tmp_id: Option<String>,
 }
 
 #[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
@@ -431,10 +438,16 @@ impl Stage {
             ops,
             parents: self.overlay.parents.clone(),
             links: Default::default(),
+            tmp_id: None,
         };
         match turn.as_mut() {
             None => write_journal(&folder.path, &journal).map_err(io_error)?,
-            Some(turn) => ship(upper, &mut journal, turn.as_mut())?,
+            Some(turn) => {
+                // So that this machine's next start, finding the folder
+                // after a crash, knows the store holds its journal.
+                std::fs::write(folder.path.join(SHIPPED), b"").map_err(io_error)?;
+                ship(upper, &mut journal, turn.as_mut())?;
+            }
         }
         pause_point("commit-after-journal");
         // From here the commit happens: now, or at the next recovery, from
@@ -530,22 +543,31 @@ fn recover_shared(
     let Some(bytes) = turn.pending()? else {
         return Ok(None);
     };
-    let journal = match serde_json::from_slice::<Journal>(&bytes) {
-        Ok(journal) if journal.version == JOURNAL_VERSION => journal,
-        Ok(_) => {
-            return Err(io::Error::other(
-                "a replica of another version left a commit to this workspace that this one \
-                 cannot finish; run the call on a replica of that version",
-            ));
+    #[derive(serde::Deserialize)]
+    struct Version {
+        version: u32,
+    }
+    // The version first: a newer journal may not parse as this one.
+    let version = serde_json::from_slice::<Version>(&bytes).map(|v| v.version);
+    if version.as_ref().is_ok_and(|v| *v != JOURNAL_VERSION) {
+        return Err(io::Error::other(
+            "a replica of another version left a commit to this workspace that this one \
+             cannot finish; run the call on a replica of that version",
+        ));
+    }
+    let mut journal = match serde_json::from_slice::<Journal>(&bytes) {
+        Ok(journal) if version.is_ok() => journal,
+        _ => {
+            let why = "its journal could not be read".to_string();
+            return keep_aside(txn, None, &bytes, turn, why);
         }
-        Err(_) => return keep_aside(txn, None, turn, "its journal could not be read".into()),
     };
     if let Some(why) = unfinishable(&journal) {
-        return keep_aside(txn, None, turn, why);
+        return keep_aside(txn, None, &bytes, turn, why);
     }
+    journal.tmp_id = Some(new_id());
     let owned = make_folder(txn)?;
     let finished = unpack(&owned.path, &journal, turn)
-        .map_err(Unfinished::judged)
         .and_then(|()| finish(lower, &owned.path, &journal, Some(turn)));
     match finished {
         Ok(()) => {
@@ -555,7 +577,7 @@ fn recover_shared(
                 changes: journal.ops.len(),
             }))
         }
-        Err(Unfinished::Refused(why)) => keep_aside(txn, Some(owned), turn, why),
+        Err(Unfinished::Refused(why)) => keep_aside(txn, Some(owned), &bytes, turn, why),
         Err(Unfinished::Stopped(e)) => {
             let _ = std::fs::remove_dir_all(&owned.path);
             Err(e)
@@ -588,17 +610,29 @@ fn unfinishable(journal: &Journal) -> Option<String> {
 }
 
 /// Keeps a shared journal that can never be finished aside in this state
-/// folder (its stage folder, if it was unpacked), and has the store forget it.
+/// folder, with its files if they were unpacked, and has the store forget
+/// it, so the workspace is not refused for ever.
 fn keep_aside(
     txn: &Path,
     unpacked: Option<Owned>,
+    journal: &[u8],
     turn: &mut dyn CommitTurn,
     why: String,
 ) -> io::Result<Option<Recovered>> {
-    if let Some(owned) = unpacked {
-        let failed = txn.join("failed");
-        create_private(&failed)?;
-        std::fs::rename(&owned.path, failed.join(&owned.id))?;
+    let failed = txn.join("failed");
+    create_private(&failed)?;
+    let (folder, id) = match &unpacked {
+        Some(owned) => (owned.path.clone(), owned.id.clone()),
+        None => {
+            let id = new_id();
+            let folder = failed.join(&id);
+            create_private(&folder)?;
+            (folder, id)
+        }
+    };
+    std::fs::write(folder.join(JOURNAL), journal)?;
+    if unpacked.is_some() {
+        std::fs::rename(&folder, failed.join(&id))?;
     }
     turn.clear()?;
     Ok(Some(Recovered::Failed { why }))
@@ -606,23 +640,31 @@ fn keep_aside(
 
 /// Writes the files and links of a shared journal into the stage folder
 /// `folder`, by the journal's paths (already judged: [`unfinishable`]).
-fn unpack(folder: &Path, journal: &Journal, turn: &mut dyn CommitTurn) -> io::Result<()> {
-    let upper = Dir::open_ambient_dir(folder.join(UPPER), cap_std::ambient_authority())?;
+fn unpack(folder: &Path, journal: &Journal, turn: &mut dyn CommitTurn) -> Result<(), Unfinished> {
+    let upper = Dir::open_ambient_dir(folder.join(UPPER), cap_std::ambient_authority())
+        .map_err(Unfinished::judged)?;
     for (n, op) in journal.ops.iter().enumerate() {
         let path = op.path();
         if let Some((parent, _)) = path.rsplit_once('/')
             && matches!(op, Op::Write { .. } | Op::Link { .. })
         {
-            upper.create_dir_all(parent)?;
+            upper.create_dir_all(parent).map_err(Unfinished::judged)?;
         }
         match op {
             Op::Write { .. } => {
-                turn.keep().map_err(from_store)?;
-                upper.write(path, turn.pending_file(n).map_err(from_store)?)?;
+                turn.keep()
+                    .map_err(|e| Unfinished::Stopped(from_store(e)))?;
+                let bytes = turn
+                    .pending_file(n)
+                    .map_err(|e| Unfinished::Stopped(from_store(e)))?
+                    .ok_or_else(|| {
+                        Unfinished::Refused(format!("the shared store lacks its file `{path}`"))
+                    })?;
+                upper.write(path, bytes).map_err(Unfinished::judged)?;
             }
             Op::Link { .. } => {
                 if let Some(target) = journal.links.get(path) {
-                    upper.symlink(target, path)?;
+                    upper.symlink(target, path).map_err(Unfinished::judged)?;
                 }
             }
             _ => {}
@@ -773,7 +815,13 @@ fn apply(
             Op::RemoveDir { .. } => parent.remove_dir(name),
             Op::MakeDir { .. } => parent.create_dir(name),
             Op::Write { path } | Op::Link { path } => {
-                let tmp = format!(".skillbox-commit-{}-{n}", journal.id);
+                let tmp = format!(
+                    ".skillbox-commit-{}-{n}",
+                    journal.tmp_id.as_deref().unwrap_or(&journal.id)
+                );
+                if journal.tmp_id.is_some() {
+                    let _ = parent.remove_file(format!(".skillbox-commit-{}-{n}", journal.id));
+                }
                 let _ = parent.remove_file(&tmp);
                 if matches!(op, Op::Write { .. }) {
                     upper.copy(path, &parent, &tmp)?;
@@ -901,6 +949,12 @@ fn recover_locked(txn: &Path, lower: &Dir) -> io::Result<Vec<Recovered>> {
         let Some(_owner) = lock_folder(&folder, false)? else {
             continue;
         };
+        if folder.join(SHIPPED).exists() && !folder.join(JOURNAL).exists() {
+            // Its commit is the shared store's to finish, at the next
+            // commit to the workspace on any replica.
+            std::fs::remove_dir_all(&folder)?;
+            continue;
+        }
         let journal = std::fs::read(folder.join(JOURNAL)).ok();
         match journal.and_then(|j| serde_json::from_slice::<Journal>(&j).ok()) {
             Some(journal) if journal.version == JOURNAL_VERSION => {
@@ -986,13 +1040,22 @@ fn from_store(e: io::Error) -> io::Error {
     io::Error::other(StoreFailed(reason(&e)))
 }
 
-/// Whether `e` may pass: the shared store failed, or a disk filled.
+/// Whether `e` may pass: the shared store failed, a disk filled, or a
+/// network file system hiccuped.
 fn transient(e: &io::Error) -> bool {
+    use io::ErrorKind as K;
     e.get_ref().is_some_and(|inner| inner.is::<StoreFailed>())
         || matches!(
             e.kind(),
-            io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded | io::ErrorKind::OutOfMemory
+            K::StorageFull
+                | K::QuotaExceeded
+                | K::OutOfMemory
+                | K::StaleNetworkFileHandle
+                | K::TimedOut
+                | K::Interrupted
+                | K::ResourceBusy
         )
+        || e.raw_os_error() == Some(rustix::io::Errno::IO.raw_os_error())
 }
 
 /// Whether an abandoned stage's journal is one this host wrote: in a
@@ -1164,6 +1227,7 @@ mod tests {
             ops: ops_of(&stage.overlay),
             parents: stage.overlay.parents.clone(),
             links: Default::default(),
+            tmp_id: None,
         };
         std::fs::rename(ws.path().join("x"), ws.path().join("old")).unwrap();
         std::os::unix::fs::symlink(".claude", ws.path().join("x")).unwrap();

@@ -34,8 +34,8 @@ pub trait SharedCommits: Send + Sync {
 pub trait CommitTurn: Send {
     /// The journal a turn before this one recorded and did not finish.
     fn pending(&mut self) -> io::Result<Option<Vec<u8>>>;
-    /// File `n` of the pending journal.
-    fn pending_file(&mut self, n: usize) -> io::Result<Vec<u8>>;
+    /// File `n` of the pending journal, if the store has it.
+    fn pending_file(&mut self, n: usize) -> io::Result<Option<Vec<u8>>>;
     /// Stores file `n` of the journal about to be recorded.
     fn put_file(&mut self, n: usize, bytes: &[u8]) -> io::Result<()>;
     /// Records the journal: from here the commit happens, by this replica
@@ -44,8 +44,9 @@ pub trait CommitTurn: Send {
     /// Forgets a pending journal that the next turn must not apply again
     /// (finished, or kept aside as unfinishable).
     fn clear(&mut self) -> io::Result<()>;
-    /// `Ok` while the turn is surely still this replica's, renewing it
-    /// when due; an error once another replica may have taken it.
+    /// `Ok` while the turn is surely still this replica's; an error once
+    /// another replica may have taken it. Cheap: called before every
+    /// change and rename.
     fn keep(&mut self) -> io::Result<()>;
     /// Forgets the journal this turn recorded and gives the turn up.
     fn finish(self: Box<Self>) -> io::Result<()>;
