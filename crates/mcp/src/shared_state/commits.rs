@@ -14,6 +14,7 @@
 //! frozen freezes that thread too, and the turn passes on.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::{Duration, Instant};
 
@@ -36,9 +37,13 @@ const WAIT: Duration = Duration::from_secs(30);
 const POLL: Duration = Duration::from_millis(20);
 /// How long one request may take; a file's bytes get more (below).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest file a commit is given time to fetch for: the default
+/// workspace quota (a larger file gets no more time).
+const LARGEST_FILE: usize = 256 << 20;
 
-/// Runs `body` with the workspace's turn if `token` holds it: 1, or 0.
-fn guarded(body: &str) -> String {
+/// A script that runs `body` if the caller's token (ARGV[1]) still holds
+/// the workspace's turn (KEYS[1]): 1, or 0.
+fn guarded_script(body: &str) -> String {
     format!("if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end {body} return 1")
 }
 
@@ -61,7 +66,10 @@ impl SharedCommits for RedisCommits {
                 journal_key: format!("{key}:journal"),
                 token,
             },
-            confirmed: Arc::new(Mutex::new(Instant::now())),
+            held: Arc::new(Held {
+                confirmed: Mutex::new(Instant::now()),
+                lost: AtomicBool::new(false),
+            }),
             renewing: None,
         };
         let deadline = Instant::now() + WAIT;
@@ -75,8 +83,12 @@ impl SharedCommits for RedisCommits {
                 .arg(LEASE.as_millis() as u64);
             let taken: Option<String> = turn.store.run(take, REQUEST_TIMEOUT)?;
             if taken.is_some() {
-                *turn.confirmed.lock().unwrap_or_else(|e| e.into_inner()) = asked;
-                turn.renewing = Some(renew(turn.store.clone(), turn.confirmed.clone()));
+                *turn
+                    .held
+                    .confirmed
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = asked;
+                turn.renewing = Some(renew(turn.store.clone(), turn.held.clone())?);
                 return Ok(Box::new(turn));
             }
             if Instant::now() >= deadline {
@@ -93,10 +105,17 @@ impl SharedCommits for RedisCommits {
 
 struct RedisTurn {
     store: Store,
-    /// When the last request that confirmed the turn was sent.
-    confirmed: Arc<Mutex<Instant>>,
+    held: Arc<Held>,
     /// Dropped to stop the thread that renews the turn.
     renewing: Option<mpsc::Sender<()>>,
+}
+
+/// What the holder and its renewing thread know of the turn.
+struct Held {
+    /// When the last request that confirmed the turn was sent.
+    confirmed: Mutex<Instant>,
+    /// Set once the store said the turn is another's (or no one's).
+    lost: AtomicBool,
 }
 
 /// The store, as one turn uses it.
@@ -111,12 +130,12 @@ struct Store {
 }
 
 /// Starts the thread that renews the turn of `store` every
-/// [`RENEW_EVERY`], recording each confirmed renewal in `confirmed`, until
-/// the returned sender is dropped or the turn is lost.
-fn renew(store: Store, confirmed: Arc<Mutex<Instant>>) -> mpsc::Sender<()> {
+/// [`RENEW_EVERY`], recording what it learns in `held`, until the returned
+/// sender is dropped or the turn is lost.
+fn renew(store: Store, held: Arc<Held>) -> io::Result<mpsc::Sender<()>> {
     let (stop, stopped) = mpsc::channel::<()>();
     let lease = (LEASE.as_millis() as u64).to_string();
-    std::thread::spawn(move || {
+    let renewing = move || {
         while let Err(mpsc::RecvTimeoutError::Timeout) = stopped.recv_timeout(RENEW_EVERY) {
             let sent = Instant::now();
             let renewed = store.guarded(
@@ -125,15 +144,21 @@ fn renew(store: Store, confirmed: Arc<Mutex<Instant>>) -> mpsc::Sender<()> {
                 REQUEST_TIMEOUT,
             );
             match renewed {
-                Ok(()) => *confirmed.lock().unwrap_or_else(|e| e.into_inner()) = sent,
-                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => return,
+                Ok(()) => *held.confirmed.lock().unwrap_or_else(|e| e.into_inner()) = sent,
+                Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+                    held.lost.store(true, Ordering::SeqCst);
+                    return;
+                }
                 // The store may answer the next time; the holder stops
                 // writing if it has not by GIVE_UP.
                 Err(_) => {}
             }
         }
-    });
-    stop
+    };
+    std::thread::Builder::new()
+        .name("skillbox-commit-turn".into())
+        .spawn(renewing)?;
+    Ok(stop)
 }
 
 impl Store {
@@ -185,7 +210,7 @@ impl Store {
     fn guarded(&self, body: &str, args: &[&[u8]], timeout: Duration) -> io::Result<()> {
         let mut script = redis::cmd("EVAL");
         script
-            .arg(guarded(body))
+            .arg(guarded_script(body))
             .arg(2)
             .arg(&self.turn_key)
             .arg(&self.journal_key)
@@ -230,7 +255,7 @@ impl CommitTurn for RedisTurn {
     fn pending_file(&mut self, n: usize) -> io::Result<Option<Vec<u8>>> {
         let mut get = redis::cmd("HGET");
         get.arg(&self.store.journal_key).arg(format!("file:{n}"));
-        self.store.run(get, carrying(256 << 20))
+        self.store.run(get, carrying(LARGEST_FILE))
     }
 
     fn put_file(&mut self, n: usize, bytes: &[u8]) -> io::Result<()> {
@@ -256,8 +281,12 @@ impl CommitTurn for RedisTurn {
     }
 
     fn keep(&mut self) -> io::Result<()> {
-        let confirmed = *self.confirmed.lock().unwrap_or_else(|e| e.into_inner());
-        if confirmed.elapsed() >= GIVE_UP {
+        let confirmed = *self
+            .held
+            .confirmed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        if self.held.lost.load(Ordering::SeqCst) || confirmed.elapsed() >= GIVE_UP {
             return Err(lost());
         }
         Ok(())
@@ -278,7 +307,9 @@ impl Drop for RedisTurn {
     /// Gives the turn up, leaving any journal for the next turn; if the
     /// store cannot be told, the lease runs out instead.
     fn drop(&mut self) {
-        if self.renewing.take().is_some() {
+        // Unwinding (a runtime shutting down under a commit) asks nothing
+        // of the store: the lease runs out instead.
+        if self.renewing.take().is_some() && !std::thread::panicking() {
             let _ = self
                 .store
                 .guarded("redis.call('DEL', KEYS[1])", &[], REQUEST_TIMEOUT);

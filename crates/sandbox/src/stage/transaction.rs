@@ -399,7 +399,7 @@ impl Stage {
         for recovered in recover_locked(&self.txn, &self.overlay.lower).map_err(io_error)? {
             tracing::warn!("{}", recovered.message());
         }
-        let mut turn = match super::turns::shared_for(&workspace_name(&self.txn)) {
+        let mut turn = match super::turns::shared_for(&txn_key(&self.txn)) {
             Some((name, shared)) => Some(
                 shared
                     .turn(&name)
@@ -483,8 +483,8 @@ fn reason(e: &io::Error) -> String {
     }
 }
 
-/// The name of the transaction folder `txn`: the workspace's key.
-fn workspace_name(txn: &Path) -> String {
+/// The workspace's key: the name of its transaction folder `txn`.
+fn txn_key(txn: &Path) -> String {
     txn.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
@@ -515,6 +515,10 @@ fn ship(upper: &Dir, journal: &mut Journal, turn: &mut dyn CommitTurn) -> Result
     let bytes = serde_json::to_vec(journal).map_err(|e| CommitError::Io(e.to_string()))?;
     turn.keep().map_err(nothing)?;
     if let Err(e) = turn.record(&bytes) {
+        if e.kind() == io::ErrorKind::PermissionDenied {
+            // The turn was lost before the journal could be recorded.
+            return Err(nothing(e));
+        }
         return Err(match turn.clear() {
             Ok(()) => nothing(e),
             Err(_) => CommitError::Interrupted(format!(
@@ -567,6 +571,7 @@ fn recover_shared(
     }
     journal.tmp_id = Some(new_id());
     let owned = make_folder(txn)?;
+    std::fs::write(owned.path.join(SHIPPED), b"")?;
     let finished = unpack(&owned.path, &journal, turn)
         .and_then(|()| finish(lower, &owned.path, &journal, Some(turn)));
     match finished {
@@ -642,29 +647,28 @@ fn keep_aside(
 /// `folder`, by the journal's paths (already judged: [`unfinishable`]).
 fn unpack(folder: &Path, journal: &Journal, turn: &mut dyn CommitTurn) -> Result<(), Unfinished> {
     let upper = Dir::open_ambient_dir(folder.join(UPPER), cap_std::ambient_authority())
-        .map_err(Unfinished::judged)?;
+        .map_err(Unfinished::Stopped)?;
     for (n, op) in journal.ops.iter().enumerate() {
         let path = op.path();
         if let Some((parent, _)) = path.rsplit_once('/')
             && matches!(op, Op::Write { .. } | Op::Link { .. })
         {
-            upper.create_dir_all(parent).map_err(Unfinished::judged)?;
+            upper.create_dir_all(parent).map_err(Unfinished::Stopped)?;
         }
         match op {
             Op::Write { .. } => {
-                turn.keep()
-                    .map_err(|e| Unfinished::Stopped(from_store(e)))?;
+                turn.keep().map_err(Unfinished::Stopped)?;
                 let bytes = turn
                     .pending_file(n)
-                    .map_err(|e| Unfinished::Stopped(from_store(e)))?
+                    .map_err(Unfinished::Stopped)?
                     .ok_or_else(|| {
                         Unfinished::Refused(format!("the shared store lacks its file `{path}`"))
                     })?;
-                upper.write(path, bytes).map_err(Unfinished::judged)?;
+                upper.write(path, bytes).map_err(Unfinished::Stopped)?;
             }
             Op::Link { .. } => {
                 if let Some(target) = journal.links.get(path) {
-                    upper.symlink(target, path).map_err(Unfinished::judged)?;
+                    upper.symlink(target, path).map_err(Unfinished::Stopped)?;
                 }
             }
             _ => {}
@@ -808,7 +812,7 @@ fn apply(
 ) -> io::Result<()> {
     for (n, op) in journal.ops.iter().enumerate() {
         if let Some(turn) = turn.as_deref_mut() {
-            turn.keep().map_err(from_store)?;
+            turn.keep()?;
         }
         let done = parent_of(lower, op.path()).and_then(|(parent, name)| match op {
             Op::Remove { .. } => parent.remove_file(name),
@@ -830,8 +834,11 @@ fn apply(
                 }
                 // A large copy can outlast the turn; the rename is the write
                 // that counts.
-                if let Some(turn) = turn.as_deref_mut() {
-                    turn.keep().map_err(from_store)?;
+                if let Some(turn) = turn.as_deref_mut()
+                    && let Err(e) = turn.keep()
+                {
+                    let _ = parent.remove_file(&tmp);
+                    return Err(e);
                 }
                 parent.rename(&tmp, &parent, name)
             }
@@ -995,13 +1002,13 @@ fn finish(
 ) -> Result<(), Unfinished> {
     checked(lower, folder, journal).map_err(Unfinished::Refused)?;
     let upper = Dir::open_ambient_dir(folder.join(UPPER), cap_std::ambient_authority())
-        .map_err(Unfinished::judged)?;
+        .map_err(Unfinished::Stopped)?;
     // The landing is judged again, as at commit, against the workspace as
     // it is now.
-    let view = Overlay::new(lower.try_clone().map_err(Unfinished::judged)?, Some(upper));
+    let view = Overlay::new(lower.try_clone().map_err(Unfinished::Stopped)?, Some(upper));
     landing(&view, &journal.ops).map_err(Unfinished::Refused)?;
-    let upper = view.up().map_err(Unfinished::judged)?;
-    apply(lower, upper, journal, turn).map_err(Unfinished::judged)
+    let upper = view.up().map_err(Unfinished::Stopped)?;
+    apply(lower, upper, journal, turn).map_err(Unfinished::Stopped)
 }
 
 /// Why recovery did not finish a journal.
@@ -1009,53 +1016,19 @@ fn finish(
 enum Unfinished {
     /// It never will: the journal or the workspace says so.
     Refused(String),
-    /// Not now: the shared store failed, or the disk is full; a shared
-    /// journal stays for the next turn.
+    /// Not now: the shared store or a file system failed here, which
+    /// another replica, or a later turn, may not; a shared journal stays
+    /// for the next turn.
     Stopped(io::Error),
 }
 
 impl Unfinished {
-    fn judged(e: io::Error) -> Unfinished {
-        if transient(&e) {
-            Unfinished::Stopped(e)
-        } else {
-            Unfinished::Refused(e.kind().to_string())
-        }
-    }
-
     fn why(self) -> String {
         match self {
             Unfinished::Refused(why) => why,
             Unfinished::Stopped(e) => reason(&e),
         }
     }
-}
-
-/// An error of the shared store, told apart from the file system's.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-struct StoreFailed(String);
-
-fn from_store(e: io::Error) -> io::Error {
-    io::Error::other(StoreFailed(reason(&e)))
-}
-
-/// Whether `e` may pass: the shared store failed, a disk filled, or a
-/// network file system hiccuped.
-fn transient(e: &io::Error) -> bool {
-    use io::ErrorKind as K;
-    e.get_ref().is_some_and(|inner| inner.is::<StoreFailed>())
-        || matches!(
-            e.kind(),
-            K::StorageFull
-                | K::QuotaExceeded
-                | K::OutOfMemory
-                | K::StaleNetworkFileHandle
-                | K::TimedOut
-                | K::Interrupted
-                | K::ResourceBusy
-        )
-        || e.raw_os_error() == Some(rustix::io::Errno::IO.raw_os_error())
 }
 
 /// Whether an abandoned stage's journal is one this host wrote: in a

@@ -39,14 +39,15 @@ pub trait CommitTurn: Send {
     /// Stores file `n` of the journal about to be recorded.
     fn put_file(&mut self, n: usize, bytes: &[u8]) -> io::Result<()>;
     /// Records the journal: from here the commit happens, by this replica
-    /// or by the next turn. An error means it may or may not be recorded.
+    /// or by the next turn. An error means it may or may not be recorded,
+    /// except one of kind `PermissionDenied`: the turn was lost first.
     fn record(&mut self, journal: &[u8]) -> io::Result<()>;
     /// Forgets a pending journal that the next turn must not apply again
     /// (finished, or kept aside as unfinishable).
     fn clear(&mut self) -> io::Result<()>;
-    /// `Ok` while the turn is surely still this replica's; an error once
-    /// another replica may have taken it. Cheap: called before every
-    /// change and rename.
+    /// `Ok` while the turn is surely still this replica's; an error (of
+    /// kind `PermissionDenied`) once another replica may have taken it.
+    /// Cheap: called before every change and rename.
     fn keep(&mut self) -> io::Result<()>;
     /// Forgets the journal this turn recorded and gives the turn up.
     fn finish(self: Box<Self>) -> io::Result<()>;
