@@ -118,6 +118,18 @@ impl Fingerprint {
     }
 }
 
+/// The name of the workspace at `workspace` among this host's transaction
+/// folders: a hash of its real path.
+pub(super) fn workspace_key(workspace: &std::path::Path) -> std::io::Result<String> {
+    Ok(key_of(&std::fs::canonicalize(workspace)?))
+}
+
+/// [`workspace_key`] of a path already made real.
+pub(super) fn key_of(real: &std::path::Path) -> String {
+    let hash = crate::digest::sha256_hex(real.as_os_str().as_encoded_bytes());
+    hash[..16].to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

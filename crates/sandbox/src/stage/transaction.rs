@@ -145,7 +145,7 @@ impl Op {
 /// write to could hold a forged journal, which the next start would apply.
 pub(super) fn txn_folder(workspace: &Path) -> io::Result<PathBuf> {
     let real = std::fs::canonicalize(workspace)?;
-    let key = key_of(&real);
+    let key = super::path::key_of(&real);
     let base = crate::dirs::state_dir().ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
@@ -161,17 +161,6 @@ pub(super) fn txn_folder(workspace: &Path) -> io::Result<PathBuf> {
         ));
     }
     Ok(base.join("transactions").join(key))
-}
-
-/// The name of the workspace at `workspace` among this host's transaction
-/// folders: a hash of its real path.
-pub(super) fn workspace_key(workspace: &Path) -> io::Result<String> {
-    Ok(key_of(&std::fs::canonicalize(workspace)?))
-}
-
-fn key_of(real: &Path) -> String {
-    let hash = crate::digest::sha256_hex(real.as_os_str().as_encoded_bytes());
-    hash[..16].to_string()
 }
 
 fn create_private(path: &Path) -> io::Result<()> {

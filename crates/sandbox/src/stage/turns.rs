@@ -74,7 +74,7 @@ pub fn share_commits(
     name: &str,
     shared: Arc<dyn SharedCommits>,
 ) -> io::Result<()> {
-    let key = super::transaction::workspace_key(workspace)?;
+    let key = super::path::workspace_key(workspace)?;
     let registered = Registered {
         key,
         name: name.to_string(),
