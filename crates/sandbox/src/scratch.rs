@@ -14,9 +14,23 @@
 //! and setting the folder's own times moves the change time, so a guest
 //! cannot pass a file or a timestamp to the next holder. The host's own
 //! look inside opens the folder with `O_NOATIME`, so it moves nothing.
+//!
+//! That look (an open, two `getdents` and a close) was a fifth of a
+//! sandboxed call, and it is needed only while a change could leave the
+//! times as they were: the kernel stamps a change with its coarse clock,
+//! which advances once a tick, so a change in the tick the folder was made
+//! in may not move them. A folder made at least a second ago, on a file
+//! system that keeps sub-second times, is judged by its times alone.
+//!
+//! The call's preopen opens the folder by its own path: the host made it,
+//! private to this user, in the temporary folder, where no guest reaches,
+//! and opening a path is cheaper than reopening the handle through
+//! `/proc/self/fd` (a sixth of a call).
 
 use std::os::fd::AsFd;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
 
 use rustix::fs::Timespec;
 use tempfile::TempDir;
@@ -27,10 +41,24 @@ use super::grants::PinnedDir;
 /// this at once create their own and the extra folders are deleted.
 const MAX_IDLE: usize = 16;
 
+/// A folder at least this old is judged by its times alone (when its file
+/// system keeps sub-second times): a change is stamped a tick or more
+/// after the folder was made, so it moves them.
+const JUDGED_BY_TIMES_AFTER: Duration = Duration::from_secs(1);
+
 /// Untouched scratch folders waiting for the next call.
-#[derive(Default)]
 pub(crate) struct ScratchPool {
     idle: Mutex<Vec<Scratch>>,
+    judged_by_times_after: Duration,
+}
+
+impl Default for ScratchPool {
+    fn default() -> Self {
+        ScratchPool {
+            idle: Mutex::default(),
+            judged_by_times_after: JUDGED_BY_TIMES_AFTER,
+        }
+    }
 }
 
 /// One scratch folder, held open.
@@ -69,9 +97,17 @@ impl Scratch {
         })
     }
 
-    /// Whether the folder is exactly as the last call got it.
-    fn untouched(&self) -> std::io::Result<bool> {
+    /// Whether the folder is exactly as the last call got it: its times
+    /// are the ones it was made with, and, unless they alone tell (see
+    /// [`Scratch::told_by_times`]), it is empty.
+    fn untouched(&self, judged_by_times_after: Duration) -> std::io::Result<bool> {
         use rustix::fs::{Mode, OFlags};
+        if times(self.pinned.dir())? != self.made {
+            return Ok(false);
+        }
+        if self.told_by_times(judged_by_times_after) {
+            return Ok(true);
+        }
         let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOATIME | OFlags::CLOEXEC;
         let fd = rustix::fs::openat(self.pinned.dir(), ".", flags, Mode::empty())?;
         let times_now = times(&fd)?;
@@ -79,6 +115,25 @@ impl Scratch {
         let empty = entries
             .all(|entry| entry.is_ok_and(|e| matches!(e.file_name().to_bytes(), b"." | b"..")));
         Ok(empty && times_now == self.made)
+    }
+
+    /// Whether unchanged times alone show the folder unchanged: it was
+    /// made `after` ago or earlier, by the clock, and its file system keeps
+    /// sub-second times (a change time on a whole second is taken for one
+    /// that does not).
+    fn told_by_times(&self, after: Duration) -> bool {
+        let changed = self.made[2];
+        let Ok(nanos) = u32::try_from(changed.tv_nsec) else {
+            return false;
+        };
+        let Ok(secs) = u64::try_from(changed.tv_sec) else {
+            return false;
+        };
+        let made_at = SystemTime::UNIX_EPOCH + Duration::new(secs, nanos);
+        nanos != 0
+            && SystemTime::now()
+                .duration_since(made_at)
+                .is_ok_and(|age| age >= after)
     }
 }
 
@@ -102,7 +157,10 @@ impl ScratchPool {
     }
 
     fn give_back(&self, scratch: Scratch) {
-        if !scratch.untouched().unwrap_or(false) {
+        if !scratch
+            .untouched(self.judged_by_times_after)
+            .unwrap_or(false)
+        {
             return;
         }
         let mut idle = self.lock();
@@ -125,9 +183,18 @@ pub(crate) struct ScratchLease {
 }
 
 impl ScratchLease {
-    /// The folder, pinned: the call mounts this very folder.
+    /// The folder, pinned, for the host's own use.
     pub(crate) fn dir(&self) -> &PinnedDir {
-        &self.scratch.as_ref().expect("held until drop").pinned
+        &self.held().pinned
+    }
+
+    /// Where the call's preopen opens the folder (see the module's notes).
+    pub(crate) fn path(&self) -> &Path {
+        self.held()._dir.path()
+    }
+
+    fn held(&self) -> &Scratch {
+        self.scratch.as_ref().expect("held until drop")
     }
 }
 
@@ -213,6 +280,53 @@ mod tests {
         let next = pool.lease().unwrap();
         let [atime, _, _] = times(next.dir().dir()).unwrap();
         assert_ne!(atime.tv_sec, 1234);
+    }
+
+    /// Returns once a change made now is stamped later than `made`: the
+    /// kernel's file-time clock moves once a tick.
+    fn wait_for_a_later_stamp(made: Timespec) {
+        let probe = tempfile::tempdir().unwrap();
+        loop {
+            std::fs::write(probe.path().join("p"), b"").unwrap();
+            let [_, _, changed] = times(&std::fs::File::open(probe.path()).unwrap()).unwrap();
+            if (changed.tv_sec, changed.tv_nsec) > (made.tv_sec, made.tv_nsec) {
+                return;
+            }
+        }
+    }
+
+    #[test]
+    fn a_folder_judged_by_its_times_alone_is_still_deleted_when_a_call_left_a_file() {
+        let pool = Arc::new(ScratchPool {
+            judged_by_times_after: Duration::ZERO,
+            ..ScratchPool::default()
+        });
+        let lease = pool.lease().unwrap();
+        let id = identity(&lease);
+        let made = lease.held().made;
+        assert!(lease.held().told_by_times(Duration::ZERO) || made[2].tv_nsec == 0);
+        wait_for_a_later_stamp(made[2]);
+        lease.dir().dir().write("left", b"x").unwrap();
+        drop(lease);
+        assert_eq!(pool.idle(), 0);
+        assert_ne!(identity(&pool.lease().unwrap()), id);
+    }
+
+    #[test]
+    fn a_young_folder_is_listed() {
+        let pool = Arc::new(ScratchPool::default());
+        let lease = pool.lease().unwrap();
+        assert!(!lease.held().told_by_times(JUDGED_BY_TIMES_AFTER));
+        let mut whole_second = lease.held().made;
+        whole_second[2].tv_nsec = 0;
+        let scratch = Scratch {
+            made: whole_second,
+            ..Scratch::create().unwrap()
+        };
+        assert!(
+            !scratch.told_by_times(Duration::ZERO),
+            "no sub-second times"
+        );
     }
 
     #[test]
