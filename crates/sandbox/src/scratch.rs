@@ -19,16 +19,11 @@
 //! sandboxed call, and it is needed only while a change could leave the
 //! times as they were: the kernel stamps a change with its coarse clock,
 //! which advances once a tick, so a change in the tick the folder was made
-//! in may not move them. A folder made at least a second ago, on a file
-//! system that keeps sub-second times, is judged by its times alone.
-//!
-//! The call's preopen opens the folder by its own path: the host made it,
-//! private to this user, in the temporary folder, where no guest reaches,
-//! and opening a path is cheaper than reopening the handle through
-//! `/proc/self/fd` (a sixth of a call).
+//! in may not move them. A folder handed out at least a second after it
+//! was made, on a file system that keeps sub-second times, is judged by
+//! its times alone: every change the call made is stamped later.
 
 use std::os::fd::AsFd;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -68,6 +63,8 @@ struct Scratch {
     pinned: PinnedDir,
     /// Its access, modification and change times when it was made.
     made: [Timespec; 3],
+    /// When it was last handed to a call.
+    leased: SystemTime,
 }
 
 fn times(dir: &impl AsFd) -> std::io::Result<[Timespec; 3]> {
@@ -94,6 +91,7 @@ impl Scratch {
             _dir: dir,
             pinned,
             made,
+            leased: SystemTime::now(),
         })
     }
 
@@ -118,9 +116,11 @@ impl Scratch {
     }
 
     /// Whether unchanged times alone show the folder unchanged: it was
-    /// made `after` ago or earlier, by the clock, and its file system keeps
-    /// sub-second times (a change time on a whole second is taken for one
-    /// that does not).
+    /// handed to the call `after` or longer after it was made, by the
+    /// clock, and its file system keeps sub-second times (a change time on
+    /// a whole second is taken for one that does not). What the call
+    /// changed was stamped after it got the folder, so a tick or more
+    /// later than the folder was made.
     fn told_by_times(&self, after: Duration) -> bool {
         let changed = self.made[2];
         let Ok(nanos) = u32::try_from(changed.tv_nsec) else {
@@ -131,7 +131,8 @@ impl Scratch {
         };
         let made_at = SystemTime::UNIX_EPOCH + Duration::new(secs, nanos);
         nanos != 0
-            && SystemTime::now()
+            && self
+                .leased
                 .duration_since(made_at)
                 .is_ok_and(|age| age >= after)
     }
@@ -141,10 +142,11 @@ impl ScratchPool {
     /// An empty folder for one call: reused if one is idle, else new.
     pub(crate) fn lease(self: &Arc<Self>) -> std::io::Result<ScratchLease> {
         let reused = self.lock().pop();
-        let scratch = match reused {
+        let mut scratch = match reused {
             Some(scratch) => scratch,
             None => Scratch::create()?,
         };
+        scratch.leased = SystemTime::now();
         Ok(ScratchLease {
             scratch: Some(scratch),
             pool: Arc::clone(self),
@@ -183,14 +185,9 @@ pub(crate) struct ScratchLease {
 }
 
 impl ScratchLease {
-    /// The folder, pinned, for the host's own use.
+    /// The folder, pinned: the call mounts this very folder.
     pub(crate) fn dir(&self) -> &PinnedDir {
         &self.held().pinned
-    }
-
-    /// Where the call's preopen opens the folder (see the module's notes).
-    pub(crate) fn path(&self) -> &Path {
-        self.held()._dir.path()
     }
 
     fn held(&self) -> &Scratch {
@@ -286,9 +283,11 @@ mod tests {
     /// kernel's file-time clock moves once a tick.
     fn wait_for_a_later_stamp(made: Timespec) {
         let probe = tempfile::tempdir().unwrap();
+        let file = probe.path().join("p");
         loop {
-            std::fs::write(probe.path().join("p"), b"").unwrap();
-            let [_, _, changed] = times(&std::fs::File::open(probe.path()).unwrap()).unwrap();
+            // Each write stamps the file anew; the folder only at the first.
+            std::fs::write(&file, b"x").unwrap();
+            let [_, _, changed] = times(&std::fs::File::open(&file).unwrap()).unwrap();
             if (changed.tv_sec, changed.tv_nsec) > (made.tv_sec, made.tv_nsec) {
                 return;
             }
@@ -313,16 +312,25 @@ mod tests {
     }
 
     #[test]
-    fn a_young_folder_is_listed() {
+    fn a_folder_handed_out_young_is_listed_however_long_the_call_ran() {
+        // A call that got the folder in the tick it was made can leave a
+        // file without moving its times; that the call then ran for ten
+        // seconds changes nothing.
         let pool = Arc::new(ScratchPool::default());
         let lease = pool.lease().unwrap();
         assert!(!lease.held().told_by_times(JUDGED_BY_TIMES_AFTER));
-        let mut whole_second = lease.held().made;
-        whole_second[2].tv_nsec = 0;
-        let scratch = Scratch {
-            made: whole_second,
-            ..Scratch::create().unwrap()
+        let mut scratch = Scratch::create().unwrap();
+        let made_at = SystemTime::now() - Duration::from_secs(10);
+        let since_epoch = made_at.duration_since(SystemTime::UNIX_EPOCH).unwrap();
+        scratch.made[2] = Timespec {
+            tv_sec: since_epoch.as_secs() as _,
+            tv_nsec: since_epoch.subsec_nanos().max(1) as _,
         };
+        scratch.leased = made_at;
+        assert!(!scratch.told_by_times(JUDGED_BY_TIMES_AFTER));
+        scratch.leased = made_at + JUDGED_BY_TIMES_AFTER;
+        assert!(scratch.told_by_times(JUDGED_BY_TIMES_AFTER));
+        scratch.made[2].tv_nsec = 0;
         assert!(
             !scratch.told_by_times(Duration::ZERO),
             "no sub-second times"

@@ -232,7 +232,12 @@ pub(crate) fn new_store(
                 ))
             })
     };
-    preopen(&mut wasi, scratch.path(), SCRATCH_MOUNT, FsPerms::ReadWrite)?;
+    preopen(
+        &mut wasi,
+        &scratch.dir().preopen_path(),
+        SCRATCH_MOUNT,
+        FsPerms::ReadWrite,
+    )?;
     if let Some(skill) = &grants.skill_dir {
         preopen(
             &mut wasi,

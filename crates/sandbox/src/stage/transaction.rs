@@ -110,13 +110,15 @@ struct Journal {
     #[serde(default)]
     parents: std::collections::BTreeMap<WsPath, Fingerprint>,
     /// The target of every link it makes, in a journal kept in a shared
-    /// store (whose files travel with it, by their op's index).
+    /// store (whose files travel with it, by their op's index) or one that
+    /// carries its files.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     links: std::collections::BTreeMap<WsPath, String>,
     /// The files a local journal carries itself, by their op's index: a
     /// small commit's, so that its staged files need not reach the disk
     /// before the journal does (`carry`). A release that does not know
-    /// this field reads every file from the stage, as it always did.
+    /// this field reads every file from the stage, which is right unless
+    /// the machine lost power before the stage reached the disk.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     files: std::collections::BTreeMap<usize, Carried>,
     /// The id recovery names its temporary files by, when not `id`: a
@@ -253,6 +255,10 @@ fn make_folder(txn: &Path) -> io::Result<Owned> {
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
             Err(e) => return Err(e),
         }
+        // The journal's sync covers what is in the folder; this, the
+        // folder itself, which a power loss must not take with a journal
+        // in it. Reused folders pay it once.
+        std::fs::File::open(&stages)?.sync_all()?;
         return Ok(Owned {
             path,
             id,
@@ -276,12 +282,17 @@ fn idle() -> std::sync::MutexGuard<'static, Vec<Owned>> {
 }
 
 /// An emptied stage folder of the transaction folder whose stages are in
-/// `stages`, if one waits and is still there.
+/// `stages`, if one waits and is still there (one removed meanwhile is
+/// dropped, and its lock with it).
 fn take_idle(stages: &Path) -> Option<Owned> {
     let mut idle = idle();
-    let at = idle.iter().position(|o| o.path.parent() == Some(stages))?;
-    let owned = idle.swap_remove(at);
-    owned.path.join(UPPER).is_dir().then_some(owned)
+    while let Some(at) = idle.iter().position(|o| o.path.parent() == Some(stages)) {
+        let owned = idle.swap_remove(at);
+        if owned.path.join(UPPER).is_dir() {
+            return Some(owned);
+        }
+    }
+    None
 }
 
 /// Done with a stage folder whose commit is complete or whose changes are
@@ -307,10 +318,8 @@ fn emptied(folder: &Path) -> io::Result<bool> {
         Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
         _ => {}
     }
-    for item in std::fs::read_dir(folder)? {
-        if item?.file_name() != UPPER {
-            return Ok(false);
-        }
+    if !holds_upper_alone(folder)? {
+        return Ok(false);
     }
     for item in std::fs::read_dir(folder.join(UPPER))? {
         let item = item?;
@@ -683,6 +692,10 @@ fn unfinishable(journal: &Journal) -> Option<String> {
     if let Some(why) = bad_path(journal) {
         return Some(why);
     }
+    if !journal.files.is_empty() {
+        // A shared journal's files travel beside it in the store.
+        return Some("its journal carries files, which no replica's does".into());
+    }
     journal
         .ops
         .iter()
@@ -749,8 +762,16 @@ fn restore(upper: &Dir, journal: &Journal) -> Result<(), Unfinished> {
             .map_err(|_| {
                 Unfinished::Refused(format!("its journal's copy of `{path}` is not base64"))
             })?;
+        // Set-id bits are not carried.
         Ok(Some((bytes, Some(carried.mode & 0o777))))
     })
+}
+
+fn remove_if_there(upper: &Dir, path: &str) -> Result<(), Unfinished> {
+    match upper.remove_file(path) {
+        Err(e) if e.kind() != io::ErrorKind::NotFound => Err(Unfinished::Stopped(e)),
+        _ => Ok(()),
+    }
 }
 
 /// Writes each file of `journal` whose bytes `bytes_of` gives (with its
@@ -774,6 +795,9 @@ fn fill(
                     continue;
                 };
                 make_parent(path)?;
+                // What is there may be read-only (a staged copy keeps the
+                // workspace file's mode), or half-written.
+                remove_if_there(upper, path)?;
                 upper.write(path, bytes).map_err(Unfinished::Stopped)?;
                 if let Some(mode) = mode {
                     let permissions = cap_std::fs::Permissions::from_mode(mode);
@@ -787,12 +811,7 @@ fn fill(
                     continue;
                 };
                 make_parent(path)?;
-                match upper.remove_file(path) {
-                    Err(e) if e.kind() != io::ErrorKind::NotFound => {
-                        return Err(Unfinished::Stopped(e));
-                    }
-                    _ => {}
-                }
+                remove_if_there(upper, path)?;
                 upper.symlink(target, path).map_err(Unfinished::Stopped)?;
             }
             _ => {}
@@ -1169,11 +1188,20 @@ fn recover_locked(txn: &Path, lower: &Dir) -> io::Result<Vec<Recovered>> {
     Ok(done)
 }
 
+/// Whether a stage folder holds nothing but its upper folder (no
+/// journal, no program's layer, no mark of a shared journal).
+fn holds_upper_alone(folder: &Path) -> io::Result<bool> {
+    for item in std::fs::read_dir(folder)? {
+        if item?.file_name() != UPPER {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// Whether a stage folder holds no journal and nothing staged.
 fn holds_nothing(folder: &Path) -> bool {
-    let only_upper = std::fs::read_dir(folder)
-        .is_ok_and(|items| items.flatten().all(|item| item.file_name() == UPPER));
-    only_upper
+    holds_upper_alone(folder).unwrap_or(false)
         && std::fs::read_dir(folder.join(UPPER)).is_ok_and(|mut items| items.next().is_none())
 }
 
@@ -1429,7 +1457,15 @@ mod tests {
         assert!(carry(&upper, &mut journal).unwrap());
         let folder = stage.folder.as_ref().unwrap().path.clone();
         write_journal(&folder, &journal).unwrap();
+        // Half-written and read-only, as a staged copy of a read-only
+        // workspace file is.
         upper.write("docs/run.sh", "").unwrap();
+        upper
+            .set_permissions(
+                "docs/run.sh",
+                cap_std::fs::Permissions::from_std(std::fs::Permissions::from_mode(0o444)),
+            )
+            .unwrap();
         upper.remove_file("docs/gone.txt").unwrap();
         let read: Journal =
             serde_json::from_slice(&std::fs::read(folder.join(JOURNAL)).unwrap()).unwrap();

@@ -536,7 +536,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         ),
         Row::figure("staging and committing it: cost added", human(write_added))
             .target("≤ 200 µs", write_added <= Duration::from_micros(200)),
-        Row::timed("  of which the commit's 4 syncs to disk", &txn.syncs),
+        Row::timed("  of which the commit's 3 syncs to disk", &txn.syncs),
         Row::figure(
             "  the rest: staging, journal, copy and rename",
             human(write_added.saturating_sub(txn.syncs.median)),
