@@ -284,7 +284,8 @@ fn load_locked(
     }
     match lock::drift(entry, dir) {
         Ok(drift) if drift.is_clean() => {
-            let (skill, diagnostics) = model::load(dir, source, Strictness::Lenient);
+            let (skill, diagnostics) =
+                model::load_with_digests(dir, source, Strictness::Lenient, &entry.files);
             let skill = skill.map(|mut skill| {
                 skill.provenance = Some(Arc::new(Provenance::of(entry)));
                 skill

@@ -276,6 +276,20 @@ pub fn load(
     source: &Source,
     strictness: Strictness,
 ) -> (Option<Skill>, Vec<Diagnostic>) {
+    load_with_digests(dir, source, strictness, &BTreeMap::new())
+}
+
+/// [`load`], taking a component's digest from `known` (an installed
+/// skill's lock, whose files were just checked against it) instead of
+/// reading and hashing it again: that second SHA-256 of every component
+/// was most of what checking 50 installed skills added to a start. The
+/// code that runs is still checked against the digest when it is read.
+pub(crate) fn load_with_digests(
+    dir: &Path,
+    source: &Source,
+    strictness: Strictness,
+    known: &BTreeMap<String, String>,
+) -> (Option<Skill>, Vec<Diagnostic>) {
     let skill_md = dir.join(SKILL_FILE);
     let mut diagnostics = Vec::new();
     let to_diag = |file: &Path, p: Problem, warning: bool| {
@@ -372,6 +386,9 @@ pub fn load(
         .map(|m| {
             m.component_paths()
                 .filter_map(|rel| {
+                    if let Some(known) = known.get(rel) {
+                        return Some((rel.to_string(), known.clone()));
+                    }
                     let bytes = handle
                         .read_bounded(rel, crate::sandbox::MAX_COMPONENT_BYTES)
                         .ok()?;

@@ -247,3 +247,62 @@ fn tools_of(
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::skill::frontmatter::Strictness;
+    use crate::skill::model::load_with_digests;
+    use crate::skill::source::{Source, SourceKind};
+
+    /// An installed skill takes its component's digest from the lock
+    /// instead of hashing the file at load; the code read later must match
+    /// the lock.
+    #[test]
+    fn a_locked_load_takes_the_lock_digest_and_the_code_must_match_it() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("locked");
+        std::fs::create_dir_all(dir.join("tools")).unwrap();
+        std::fs::write(
+            dir.join("SKILL.md"),
+            "---\nname: locked\ndescription: A locked skill for a test of its component's digest.\n---\nBody.\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.join(MANIFEST_FILE),
+            "tools:\n  - component: tools/t.wasm\n",
+        )
+        .unwrap();
+        // A component's header, then bytes the test tells apart.
+        let locked_bytes = b"\0asm\x0d\x00\x01\x00 the locked bytes";
+        let other_bytes = b"\0asm\x0d\x00\x01\x00 other bytes";
+        std::fs::write(dir.join("tools/t.wasm"), other_bytes).unwrap();
+        let locked = crate::digest::sha256(locked_bytes);
+        let known = [("tools/t.wasm".to_string(), locked.clone())].into();
+        let source = Source {
+            kind: SourceKind::Explicit,
+            root: root.path().to_path_buf(),
+            trusted: true,
+        };
+        let (skill, diags) = load_with_digests(&dir, &source, Strictness::Lenient, &known);
+        let skill = skill.unwrap_or_else(|| panic!("{diags:?}"));
+        assert_eq!(
+            skill.component_digest("tools/t.wasm"),
+            Some(locked.as_str())
+        );
+
+        let sandbox = Arc::new(Sandbox::with_options(&Default::default(), None).unwrap());
+        let Err(why) = prepare(&skill, "tools/t.wasm", &sandbox) else {
+            panic!("code other than the locked was prepared");
+        };
+        assert!(
+            why.contains("changed since skill `locked` was loaded"),
+            "{why}"
+        );
+        std::fs::write(dir.join("tools/t.wasm"), locked_bytes).unwrap();
+        let Err(why) = prepare(&skill, "tools/t.wasm", &sandbox) else {
+            panic!("a file that is no component was prepared");
+        };
+        assert!(!why.contains("changed since"), "{why}");
+    }
+}
