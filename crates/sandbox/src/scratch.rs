@@ -36,9 +36,10 @@ use super::grants::PinnedDir;
 /// this at once create their own and the extra folders are deleted.
 const MAX_IDLE: usize = 16;
 
-/// A folder at least this old is judged by its times alone (when its file
-/// system keeps sub-second times): a change is stamped a tick or more
-/// after the folder was made, so it moves them.
+/// A folder handed out at least this long after it was made is judged by
+/// its times alone (when its file system keeps sub-second times): every
+/// change the call makes is stamped a tick or more after the folder was
+/// made, so it moves them.
 const JUDGED_BY_TIMES_AFTER: Duration = Duration::from_secs(1);
 
 /// Untouched scratch folders waiting for the next call.

@@ -126,6 +126,12 @@ struct Journal {
     /// touch one file, and removes the other's.
     #[serde(skip)]
     tmp_id: Option<String>,
+    /// When it was written, in nanoseconds since the epoch, rising within
+    /// a process: recovery applies the journals it finds in this order. A
+    /// journal whose removal a power loss undid must not be applied after
+    /// a later commit's.
+    #[serde(default)]
+    written: u64,
 }
 
 /// A written file's bytes and permission bits, in its journal.
@@ -216,6 +222,21 @@ fn lock_workspace(txn: &Path) -> io::Result<std::fs::File> {
         .open(txn.join("lock"))?;
     rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)?;
     Ok(file)
+}
+
+/// Now, in nanoseconds since the epoch, and later than any earlier answer
+/// in this process.
+fn written_now() -> u64 {
+    static LAST: AtomicU64 = AtomicU64::new(0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    let previous = LAST
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |last| {
+            Some(now.max(last.saturating_add(1)))
+        })
+        .unwrap_or(0);
+    now.max(previous.saturating_add(1))
 }
 
 fn new_id() -> String {
@@ -516,6 +537,7 @@ impl Stage {
             links: Default::default(),
             files: Default::default(),
             tmp_id: None,
+            written: written_now(),
         };
         // What the journal points at is on disk before the journal, unless
         // the journal carries it.
@@ -1144,9 +1166,10 @@ fn recover_locked(txn: &Path, lower: &Dir) -> io::Result<Vec<Recovered>> {
         return Ok(Vec::new());
     };
     let mut done = Vec::new();
+    let mut journals = Vec::new();
     for item in items.flatten() {
         let folder = item.path();
-        let Some(_owner) = lock_folder(&folder, false)? else {
+        let Some(owner) = lock_folder(&folder, false)? else {
             continue;
         };
         if folder.join(SHIPPED).exists() && !folder.join(JOURNAL).exists() {
@@ -1158,22 +1181,7 @@ fn recover_locked(txn: &Path, lower: &Dir) -> io::Result<Vec<Recovered>> {
         let journal = std::fs::read(folder.join(JOURNAL)).ok();
         match journal.and_then(|j| serde_json::from_slice::<Journal>(&j).ok()) {
             Some(journal) if journal.version == JOURNAL_VERSION => {
-                match finish(lower, &folder, &journal, None).map_err(Unfinished::why) {
-                    Ok(()) => {
-                        done.push(Recovered::Finished {
-                            changes: journal.ops.len(),
-                        });
-                        std::fs::remove_dir_all(&folder)?;
-                    }
-                    Err(why) => {
-                        // Kept aside, so the workspace is not refused for
-                        // ever, and the staged files are not lost.
-                        let failed = txn.join("failed");
-                        create_private(&failed)?;
-                        std::fs::rename(&folder, failed.join(item.file_name()))?;
-                        done.push(Recovered::Failed { why });
-                    }
-                }
+                journals.push((journal, folder, item.file_name(), owner));
             }
             _ => {
                 // An emptied folder a process kept for reuse held no
@@ -1182,6 +1190,26 @@ fn recover_locked(txn: &Path, lower: &Dir) -> io::Result<Vec<Recovered>> {
                     done.push(Recovered::Discarded);
                 }
                 std::fs::remove_dir_all(&folder)?;
+            }
+        }
+    }
+    // Oldest first: each lands as its commit did, before the next.
+    journals.sort_by_key(|(journal, ..)| journal.written);
+    for (journal, folder, name, _owner) in journals {
+        match finish(lower, &folder, &journal, None).map_err(Unfinished::why) {
+            Ok(()) => {
+                done.push(Recovered::Finished {
+                    changes: journal.ops.len(),
+                });
+                std::fs::remove_dir_all(&folder)?;
+            }
+            Err(why) => {
+                // Kept aside, so the workspace is not refused for ever,
+                // and the staged files are not lost.
+                let failed = txn.join("failed");
+                create_private(&failed)?;
+                std::fs::rename(&folder, failed.join(name))?;
+                done.push(Recovered::Failed { why });
             }
         }
     }
@@ -1338,6 +1366,20 @@ mod tests {
         stage.overlay.up().unwrap().write(path, text).unwrap();
     }
 
+    /// The journal a commit of `stage` would write, not yet carrying files.
+    fn journal_of(stage: &Stage, written: u64) -> Journal {
+        Journal {
+            version: JOURNAL_VERSION,
+            id: stage.folder.as_ref().unwrap().id.clone(),
+            ops: ops_of(&stage.overlay),
+            parents: stage.overlay.parents.clone(),
+            links: Default::default(),
+            files: Default::default(),
+            tmp_id: None,
+            written,
+        }
+    }
+
     #[test]
     fn a_commit_writes_every_change_and_leaves_no_stage() {
         let (ws, mut stage) = staged(&["docs"]);
@@ -1417,6 +1459,7 @@ mod tests {
             links: Default::default(),
             files: Default::default(),
             tmp_id: None,
+            written: 0,
         };
         std::fs::rename(ws.path().join("x"), ws.path().join("old")).unwrap();
         std::os::unix::fs::symlink(".claude", ws.path().join("x")).unwrap();
@@ -1439,33 +1482,20 @@ mod tests {
         write(&mut stage, "docs/run.sh", "#!/bin/sh\necho hi\n");
         write(&mut stage, "docs/gone.txt", "gone");
         let upper = stage.overlay.up().unwrap().try_clone().unwrap();
-        upper
-            .set_permissions(
-                "docs/run.sh",
-                cap_std::fs::Permissions::from_std(std::fs::Permissions::from_mode(0o755)),
-            )
-            .unwrap();
-        let mut journal = Journal {
-            version: JOURNAL_VERSION,
-            id: "t".into(),
-            ops: ops_of(&stage.overlay),
-            parents: stage.overlay.parents.clone(),
-            links: Default::default(),
-            files: Default::default(),
-            tmp_id: None,
-        };
+        let mode = |bits| cap_std::fs::Permissions::from_std(std::fs::Permissions::from_mode(bits));
+        upper.set_permissions("docs/run.sh", mode(0o755)).unwrap();
+        let mut journal = journal_of(&stage, 0);
         assert!(carry(&upper, &mut journal).unwrap());
         let folder = stage.folder.as_ref().unwrap().path.clone();
         write_journal(&folder, &journal).unwrap();
-        // Half-written and read-only, as a staged copy of a read-only
-        // workspace file is.
-        upper.write("docs/run.sh", "").unwrap();
-        upper
-            .set_permissions(
-                "docs/run.sh",
-                cap_std::fs::Permissions::from_std(std::fs::Permissions::from_mode(0o444)),
-            )
-            .unwrap();
+        // Half-written and read-only (as a staged copy of a read-only
+        // workspace file is), and linked to a file elsewhere, which
+        // recovery must not write through.
+        let elsewhere = folder.join("elsewhere");
+        std::fs::write(&elsewhere, "untouched").unwrap();
+        upper.remove_file("docs/run.sh").unwrap();
+        std::fs::hard_link(&elsewhere, folder.join(UPPER).join("docs/run.sh")).unwrap();
+        upper.set_permissions("docs/run.sh", mode(0o444)).unwrap();
         upper.remove_file("docs/gone.txt").unwrap();
         let read: Journal =
             serde_json::from_slice(&std::fs::read(folder.join(JOURNAL)).unwrap()).unwrap();
@@ -1480,6 +1510,28 @@ mod tests {
         assert_eq!(run.metadata().unwrap().permissions().mode() & 0o777, 0o755);
         let gone = std::fs::read_to_string(ws.path().join("docs/gone.txt")).unwrap();
         assert_eq!(gone, "gone");
+        assert_eq!(std::fs::read_to_string(&elsewhere).unwrap(), "untouched");
+    }
+
+    #[test]
+    fn recovery_applies_the_journals_it_finds_oldest_first() {
+        // Journals whose removal a power loss undid are found beside later
+        // ones; each must land before the next, whatever the folder order.
+        let ws = tempfile::tempdir().unwrap();
+        for written in [4, 1, 6, 3, 5, 2] {
+            let mut stage = Stage::begin(ws.path()).unwrap();
+            stage.prepare().unwrap();
+            write(&mut stage, "x.txt", &format!("v{written}"));
+            let mut journal = journal_of(&stage, written);
+            assert!(carry(stage.overlay.up().unwrap(), &mut journal).unwrap());
+            write_journal(&stage.folder.as_ref().unwrap().path, &journal).unwrap();
+            // Left as a killed process leaves it: journal kept, lock free.
+            stage.finished = true;
+        }
+        let done = recover(ws.path()).unwrap();
+        assert_eq!(done.len(), 6, "{done:?}");
+        let x = std::fs::read_to_string(ws.path().join("x.txt")).unwrap();
+        assert_eq!(x, "v6");
     }
 
     #[test]
@@ -1488,15 +1540,7 @@ mod tests {
         let big = "x".repeat(CARRY_MAX_BYTES as usize + 1);
         write(&mut stage, "big.txt", &big);
         let upper = stage.overlay.up().unwrap().try_clone().unwrap();
-        let mut journal = Journal {
-            version: JOURNAL_VERSION,
-            id: "t".into(),
-            ops: ops_of(&stage.overlay),
-            parents: Default::default(),
-            links: Default::default(),
-            files: Default::default(),
-            tmp_id: None,
-        };
+        let mut journal = journal_of(&stage, 0);
         assert!(!carry(&upper, &mut journal).unwrap());
         assert!(journal.files.is_empty());
         let set = stage.commit().unwrap();
