@@ -117,7 +117,7 @@ impl Host {
         sandbox: Arc<Sandbox>,
         audit: Option<AuditLog>,
     ) -> Result<Self, PolicyError> {
-        let catalog = Catalog::build(&options.sources);
+        let catalog = Catalog::build_remembering(&options.sources, sandbox.digest_memo());
         // A host without skill sources serves only component files the
         // user names, which take every grant as given: there is no skill
         // to check a grant's skill against.
@@ -212,7 +212,10 @@ impl Host {
     /// Rebuilds the catalog from the sources and swaps it in; returns the
     /// new one. Reads every skill folder: call it off the async runtime.
     pub(crate) fn reload(&self) -> Arc<Catalog> {
-        let fresh = Arc::new(Catalog::build(&self.options.sources));
+        let fresh = Arc::new(Catalog::build_remembering(
+            &self.options.sources,
+            self.sandbox.digest_memo(),
+        ));
         *self.catalog.write().unwrap_or_else(|e| e.into_inner()) = fresh.clone();
         fresh
     }

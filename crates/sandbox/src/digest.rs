@@ -2,9 +2,14 @@
 //! `LowerHex`), and `sha256:<hex>` where a digest names its algorithm, as
 //! OCI descriptors, the lock file, skill files and components do.
 
+use std::io::Read;
+use std::os::fd::AsFd;
 use std::path::Path;
 
 use sha2::{Digest, Sha256};
+
+use crate::DigestMemo;
+use crate::stamp::FileStamp;
 
 /// The algorithm prefix of a named digest.
 pub const PREFIX: &str = "sha256:";
@@ -26,10 +31,50 @@ pub fn finish(hasher: Sha256) -> String {
 
 /// SHA-256 of a file as `sha256:<hex>`, read in blocks.
 pub fn file(path: &Path) -> std::io::Result<String> {
-    let mut file = std::fs::File::open(path)?;
+    remembered_file(path, None)
+}
+
+/// [`file`], taken from `memo` when it remembers the file's settled stamp
+/// (see [`crate::stamp`]).
+pub fn remembered_file(path: &Path, memo: Option<&DigestMemo>) -> std::io::Result<String> {
+    of_open_file(&mut std::fs::File::open(path)?, u64::MAX, memo)
+}
+
+/// SHA-256 of an open file of at most `limit` bytes. A settled stamp
+/// `memo` remembers gives the digest without a read; otherwise the file
+/// is read and hashed, and its stamp, taken after the read so that it
+/// vouches for the bytes hashed, remembered if it is settled.
+///
+/// A stamp tells a write apart, not a change made through a shared
+/// mapping a writer keeps (see `docs/security.md`), so code is hashed
+/// again from the bytes that are compiled: a remembered digest names a
+/// file, and never stands for bytes that run.
+pub fn of_open_file<F: Read + AsFd>(
+    file: &mut F,
+    limit: u64,
+    memo: Option<&DigestMemo>,
+) -> std::io::Result<String> {
+    if let Some(memo) = memo
+        && let Some(stamp) = FileStamp::settled_of(file)
+        && let Some(digest) = memo.digest_of(&stamp)
+    {
+        return Ok(digest);
+    }
     let mut hasher = Sha256::new();
-    std::io::copy(&mut file, &mut hasher)?;
-    Ok(finish(hasher))
+    let read = std::io::copy(&mut (&mut *file).take(limit.saturating_add(1)), &mut hasher)?;
+    if read > limit {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::FileTooLarge,
+            format!("the file is larger than {limit} bytes"),
+        ));
+    }
+    let digest = finish(hasher);
+    if let Some(memo) = memo
+        && let Some(stamp) = FileStamp::settled_of(file)
+    {
+        memo.remember(stamp, &digest);
+    }
+    Ok(digest)
 }
 
 #[cfg(test)]

@@ -42,6 +42,7 @@ mod progress;
 mod protect;
 mod scratch;
 pub mod stage;
+pub mod stamp;
 mod store;
 
 use std::collections::HashMap;
@@ -53,7 +54,7 @@ use std::time::SystemTime;
 use serde_json::Value;
 use tokio::sync::Semaphore;
 
-pub use cache::{DEFAULT_CACHE_MAX_BYTES, DiskCache};
+pub use cache::{DEFAULT_CACHE_MAX_BYTES, DigestMemo, DiskCache};
 pub use call::{CallOutcome, Entry, GuestCall, PendingChanges, Usage, commit};
 pub use component::{CompileOrigin, LoadedComponent, QUICK_COMPILE_MIN_BYTES, header_problem};
 pub use egress::{NetRequest, NetRule, NetTrace};
@@ -78,6 +79,8 @@ pub const MAX_COMPONENT_BYTES: u64 = 256 * 1024 * 1024;
 pub struct Sandbox {
     engine: SandboxEngine,
     cache: Option<DiskCache>,
+    /// Digests remembered in the cache, by file stamp.
+    memo: Option<DigestMemo>,
     loaded: Mutex<Loaded>,
     slots: Semaphore,
     /// Components loaded from the compiled-code cache, and compiled, by
@@ -110,6 +113,7 @@ impl Sandbox {
     ) -> Result<Self, EngineError> {
         Ok(Sandbox {
             engine: SandboxEngine::new(options)?,
+            memo: cache.as_ref().map(DigestMemo::open),
             cache,
             loaded: Mutex::new(Loaded::default()),
             slots: Semaphore::new(POOL_INSTANCES as usize),
@@ -121,6 +125,11 @@ impl Sandbox {
     /// The compiled-code cache this sandbox loads native code from, if any.
     pub fn cache(&self) -> Option<&DiskCache> {
         self.cache.as_ref()
+    }
+
+    /// The digests remembered in the compiled-code cache, if there is one.
+    pub fn digest_memo(&self) -> Option<&DigestMemo> {
+        self.memo.as_ref()
     }
 
     /// Components this process loaded from the compiled-code cache, and

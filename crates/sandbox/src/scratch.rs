@@ -123,19 +123,7 @@ impl Scratch {
     /// changed was stamped after it got the folder, so a tick or more
     /// later than the folder was made.
     fn told_by_times(&self, after: Duration) -> bool {
-        let changed = self.made[2];
-        let Ok(nanos) = u32::try_from(changed.tv_nsec) else {
-            return false;
-        };
-        let Ok(secs) = u64::try_from(changed.tv_sec) else {
-            return false;
-        };
-        let made_at = SystemTime::UNIX_EPOCH + Duration::new(secs, nanos);
-        nanos != 0
-            && self
-                .leased
-                .duration_since(made_at)
-                .is_ok_and(|age| age >= after)
+        crate::stamp::settled(self.made[2], self.leased, after)
     }
 }
 

@@ -13,6 +13,7 @@ use super::model::{self, Skill};
 use super::resident::{self, Resident};
 use super::search;
 use super::source::{Source, SourceOptions};
+use crate::sandbox::DigestMemo;
 
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
@@ -29,7 +30,16 @@ impl Catalog {
     /// Discovers and loads every source. Deterministic: the same folders
     /// give the same catalog whatever order they were created in.
     pub fn build(options: &SourceOptions) -> Catalog {
-        let mut catalog = Catalog::from_sources_within(&options.sources(), &options.limits);
+        Catalog::build_remembering(options, None)
+    }
+
+    /// [`Catalog::build`], taking the digests of files whose stamps `memo`
+    /// remembers instead of hashing them, and saving what it hashed.
+    pub fn build_remembering(options: &SourceOptions, memo: Option<&DigestMemo>) -> Catalog {
+        let mut catalog = Catalog::load_sources(&options.sources(), &options.limits, memo);
+        if let Some(memo) = memo {
+            memo.save();
+        }
         catalog.skills.retain(|name, _| options.exposes(name));
         for name in &options.only {
             if !catalog.skills.contains_key(name) {
@@ -49,6 +59,14 @@ impl Catalog {
     }
 
     pub fn from_sources_within(sources: &[Source], limits: &discover::Limits) -> Catalog {
+        Catalog::load_sources(sources, limits, None)
+    }
+
+    fn load_sources(
+        sources: &[Source],
+        limits: &discover::Limits,
+        memo: Option<&DigestMemo>,
+    ) -> Catalog {
         let mut catalog = Catalog::default();
         let mut candidates: BTreeMap<String, Vec<Skill>> = BTreeMap::new();
         let mut found = Vec::new();
@@ -82,8 +100,14 @@ impl Catalog {
         let loaded: Vec<_> = found
             .par_iter()
             .map(|(dir, source, locked)| match locked {
-                None => model::load(dir, source, Strictness::Lenient),
-                Some(entry) => load_locked(dir, source, entry),
+                None => {
+                    let known = model::Known {
+                        memo,
+                        ..Default::default()
+                    };
+                    model::load_with_digests(dir, source, Strictness::Lenient, known)
+                }
+                Some(entry) => load_locked(dir, source, entry, memo),
             })
             .collect();
         for (skill, diags) in loaded {
@@ -267,6 +291,7 @@ fn load_locked(
     dir: &std::path::Path,
     source: &Source,
     entry: &LockEntry,
+    memo: Option<&DigestMemo>,
 ) -> (Option<Skill>, Vec<Diagnostic>) {
     let name = dir.file_name().unwrap_or_default().to_string_lossy();
     if let Err(why) = lock::verify_signature(entry) {
@@ -282,10 +307,14 @@ fn load_locked(
             )],
         );
     }
-    match lock::drift(entry, dir) {
+    match lock::remembered_drift(entry, dir, memo) {
         Ok(drift) if drift.is_clean() => {
+            let known = model::Known {
+                digests: &entry.files,
+                memo,
+            };
             let (skill, diagnostics) =
-                model::load_with_digests(dir, source, Strictness::Lenient, &entry.files);
+                model::load_with_digests(dir, source, Strictness::Lenient, known);
             let skill = skill.map(|mut skill| {
                 skill.provenance = Some(Arc::new(Provenance::of(entry)));
                 skill

@@ -157,6 +157,20 @@ impl SkillDir {
     /// Reads `rel` whole, refusing files over `limit` bytes (detected by
     /// reading one byte past it, so a growing file cannot slip through).
     pub fn read_bounded(&self, rel: &str, limit: u64) -> Result<Vec<u8>, ReadError> {
+        let file = self.open_regular(rel)?;
+        let mut bytes = Vec::new();
+        file.take(limit + 1)
+            .read_to_end(&mut bytes)
+            .map_err(|e| classify(&e))?;
+        if bytes.len() as u64 > limit {
+            return Err(ReadError::TooLarge { limit });
+        }
+        Ok(bytes)
+    }
+
+    /// Opens the regular file `rel` for reading; a folder, FIFO, device or
+    /// socket is refused by its type on the opened handle.
+    pub fn open_regular(&self, rel: &str) -> Result<cap_std::fs::File, ReadError> {
         let rel = checked_relative(rel)?;
         let file = self
             .dir
@@ -174,14 +188,7 @@ impl SkillDir {
         if !meta.is_file() {
             return Err(ReadError::NotRegular(special_kind(&meta.file_type())));
         }
-        let mut bytes = Vec::new();
-        file.take(limit + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| classify(&e))?;
-        if bytes.len() as u64 > limit {
-            return Err(ReadError::TooLarge { limit });
-        }
-        Ok(bytes)
+        Ok(file)
     }
 
     /// The size of the regular file `rel`, through the handle (a symlink

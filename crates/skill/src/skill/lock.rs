@@ -16,6 +16,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::sandbox::DigestMemo;
+
 /// The lock file's name, in the source folder it describes.
 pub const LOCK_FILE: &str = "skillbox.lock";
 /// The journal of an install in progress, in the same folder (see
@@ -320,19 +322,31 @@ impl Drift {
 /// a device, a folder too deep, more files than the cap) is reported in
 /// the second list by path, so a tree with one can never match a lock.
 pub fn tree_files(dir: &Path) -> std::io::Result<(BTreeMap<String, String>, Vec<String>)> {
-    let mut files = BTreeMap::new();
-    let mut odd = Vec::new();
-    walk(dir, "", 0, &mut files, &mut odd)?;
-    Ok((files, odd))
+    remembered_tree_files(dir, None)
 }
 
-fn walk(
+/// [`tree_files`], taking the digest of a file whose settled stamp `memo`
+/// remembers without reading it.
+fn remembered_tree_files(
     dir: &Path,
-    prefix: &str,
-    depth: usize,
-    files: &mut BTreeMap<String, String>,
-    odd: &mut Vec<String>,
-) -> std::io::Result<()> {
+    memo: Option<&DigestMemo>,
+) -> std::io::Result<(BTreeMap<String, String>, Vec<String>)> {
+    let mut found = Found {
+        memo,
+        ..Found::default()
+    };
+    walk(dir, "", 0, &mut found)?;
+    Ok((found.files, found.odd))
+}
+
+#[derive(Default)]
+struct Found<'a> {
+    memo: Option<&'a DigestMemo>,
+    files: BTreeMap<String, String>,
+    odd: Vec<String>,
+}
+
+fn walk(dir: &Path, prefix: &str, depth: usize, found: &mut Found<'_>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
         let entry = entry?;
         let name = entry.file_name().to_string_lossy().into_owned();
@@ -343,11 +357,12 @@ fn walk(
         };
         let kind = entry.file_type()?;
         if kind.is_dir() && depth < 16 {
-            walk(&entry.path(), &rel, depth + 1, files, odd)?;
-        } else if kind.is_file() && files.len() < MAX_LOCKED_FILES {
-            files.insert(rel, file_digest(&entry.path())?);
+            walk(&entry.path(), &rel, depth + 1, found)?;
+        } else if kind.is_file() && found.files.len() < MAX_LOCKED_FILES {
+            let digest = crate::digest::remembered_file(&entry.path(), found.memo)?;
+            found.files.insert(rel, digest);
         } else {
-            odd.push(rel);
+            found.odd.push(rel);
         }
     }
     Ok(())
@@ -358,7 +373,17 @@ pub use crate::digest::file as file_digest;
 
 /// How the folder `dir` differs from `entry`.
 pub fn drift(entry: &LockEntry, dir: &Path) -> std::io::Result<Drift> {
-    let (files, odd) = tree_files(dir)?;
+    remembered_drift(entry, dir, None)
+}
+
+/// [`drift`], taking the digests `memo` remembers (see
+/// [`crate::sandbox::DigestMemo`]).
+pub(crate) fn remembered_drift(
+    entry: &LockEntry,
+    dir: &Path,
+    memo: Option<&DigestMemo>,
+) -> std::io::Result<Drift> {
+    let (files, odd) = remembered_tree_files(dir, memo)?;
     let mut drift = Drift {
         added: odd,
         ..Drift::default()

@@ -11,6 +11,7 @@ use super::imports::top_level_imports;
 use super::manifest::{self, MANIFEST_FILE, Manifest};
 use super::meta::{self, SkillMeta};
 use super::source::{Source, SourceKind};
+use crate::sandbox::DigestMemo;
 use crate::sandbox::PinnedDir;
 
 pub const SKILL_FILE: &str = "SKILL.md";
@@ -276,19 +277,37 @@ pub fn load(
     source: &Source,
     strictness: Strictness,
 ) -> (Option<Skill>, Vec<Diagnostic>) {
-    load_with_digests(dir, source, strictness, &BTreeMap::new())
+    load_with_digests(dir, source, strictness, Known::default())
 }
 
-/// [`load`], taking a component's digest from `known` (an installed
-/// skill's lock, whose files were just checked against it) instead of
-/// reading and hashing it again: that second SHA-256 of every component
-/// was most of what checking 50 installed skills added to a start. The
-/// code that runs is still checked against the digest when it is read.
+/// What is known of a skill's files before it is loaded: an installed
+/// skill's digests, from the lock its files were just checked against,
+/// and the digests remembered from earlier starts.
+#[derive(Clone, Copy)]
+pub(crate) struct Known<'a> {
+    pub digests: &'a BTreeMap<String, String>,
+    pub memo: Option<&'a DigestMemo>,
+}
+
+impl Default for Known<'_> {
+    fn default() -> Self {
+        Known {
+            digests: const { &BTreeMap::new() },
+            memo: None,
+        }
+    }
+}
+
+/// [`load`], taking a component's digest from what is `known` (an
+/// installed skill's lock, whose files were just checked against it; the
+/// digest memo) instead of reading and hashing it again: those SHA-256s
+/// were most of a start's CPU. The code that runs is still checked
+/// against the digest when it is read.
 pub(crate) fn load_with_digests(
     dir: &Path,
     source: &Source,
     strictness: Strictness,
-    known: &BTreeMap<String, String>,
+    known: Known<'_>,
 ) -> (Option<Skill>, Vec<Diagnostic>) {
     let skill_md = dir.join(SKILL_FILE);
     let mut diagnostics = Vec::new();
@@ -382,21 +401,18 @@ pub(crate) fn load_with_digests(
         return (None, diagnostics);
     }
     let components = manifest
-        .as_ref()
-        .map(|m| {
-            m.component_paths()
-                .filter_map(|rel| {
-                    if let Some(known) = known.get(rel) {
-                        return Some((rel.to_string(), known.clone()));
-                    }
-                    let bytes = handle
-                        .read_bounded(rel, crate::sandbox::MAX_COMPONENT_BYTES)
-                        .ok()?;
-                    Some((rel.to_string(), digest(&bytes)))
-                })
-                .collect()
+        .iter()
+        .flat_map(Manifest::component_paths)
+        .filter_map(|rel| {
+            if let Some(digest) = known.digests.get(rel) {
+                return Some((rel.to_string(), digest.clone()));
+            }
+            let mut file = handle.open_regular(rel).ok()?;
+            let limit = crate::sandbox::MAX_COMPONENT_BYTES;
+            let digest = crate::digest::of_open_file(&mut file, limit, known.memo).ok()?;
+            Some((rel.to_string(), digest))
         })
-        .unwrap_or_default();
+        .collect();
     let skill = Skill {
         meta,
         body: fm.body,

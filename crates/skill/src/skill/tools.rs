@@ -119,7 +119,8 @@ pub fn resolve(skill: &Skill, sandbox: &Arc<Sandbox>) -> Resolution {
 /// handle pinned when the catalog was built, with their SHA-256, and only
 /// if they are still the ones the catalog recorded: code changed under a
 /// loaded skill does not run with that skill's grants until a reload
-/// checks it again.
+/// checks it again. These bytes are hashed whatever the catalog took its
+/// digest from, because they are what is described and compiled.
 fn checked_bytes(skill: &Skill, rel: &str) -> Result<(Vec<u8>, String), String> {
     let bytes = skill
         .files
@@ -252,20 +253,22 @@ fn tools_of(
 mod tests {
     use super::*;
     use crate::skill::frontmatter::Strictness;
-    use crate::skill::model::load_with_digests;
+    use crate::skill::model::{Known, load_with_digests};
     use crate::skill::source::{Source, SourceKind};
+    use std::path::Path;
 
-    /// An installed skill takes its component's digest from the lock
-    /// instead of hashing the file at load; the code read later must match
-    /// the lock.
-    #[test]
-    fn a_locked_load_takes_the_lock_digest_and_the_code_must_match_it() {
-        let root = tempfile::tempdir().unwrap();
-        let dir = root.path().join("locked");
+    /// A skill `name` under `root` whose one tool component holds `bytes`;
+    /// returns its folder and the component's path.
+    fn skill_with_component(
+        root: &Path,
+        name: &str,
+        bytes: &[u8],
+    ) -> (std::path::PathBuf, std::path::PathBuf) {
+        let dir = root.join(name);
         std::fs::create_dir_all(dir.join("tools")).unwrap();
         std::fs::write(
             dir.join("SKILL.md"),
-            "---\nname: locked\ndescription: A locked skill for a test of its component's digest.\n---\nBody.\n",
+            format!("---\nname: {name}\ndescription: A skill for a test of its component's digest.\n---\nBody.\n"),
         )
         .unwrap();
         std::fs::write(
@@ -273,19 +276,38 @@ mod tests {
             "tools:\n  - component: tools/t.wasm\n",
         )
         .unwrap();
+        let component = dir.join("tools/t.wasm");
+        std::fs::write(&component, bytes).unwrap();
+        (dir, component)
+    }
+
+    fn loaded(root: &Path, dir: &Path, known: Known<'_>) -> Skill {
+        let source = Source {
+            kind: SourceKind::Explicit,
+            root: root.to_path_buf(),
+            trusted: true,
+        };
+        let (skill, diags) = load_with_digests(dir, &source, Strictness::Lenient, known);
+        skill.unwrap_or_else(|| panic!("{diags:?}"))
+    }
+
+    /// An installed skill takes its component's digest from the lock
+    /// instead of hashing the file at load; the code read later must match
+    /// the lock.
+    #[test]
+    fn a_locked_load_takes_the_lock_digest_and_the_code_must_match_it() {
+        let root = tempfile::tempdir().unwrap();
         // A component's header, then bytes the test tells apart.
         let locked_bytes = b"\0asm\x0d\x00\x01\x00 the locked bytes";
         let other_bytes = b"\0asm\x0d\x00\x01\x00 other bytes";
-        std::fs::write(dir.join("tools/t.wasm"), other_bytes).unwrap();
+        let (dir, component) = skill_with_component(root.path(), "locked", other_bytes);
         let locked = crate::digest::sha256(locked_bytes);
-        let known = [("tools/t.wasm".to_string(), locked.clone())].into();
-        let source = Source {
-            kind: SourceKind::Explicit,
-            root: root.path().to_path_buf(),
-            trusted: true,
+        let digests = [("tools/t.wasm".to_string(), locked.clone())].into();
+        let known = Known {
+            digests: &digests,
+            ..Default::default()
         };
-        let (skill, diags) = load_with_digests(&dir, &source, Strictness::Lenient, &known);
-        let skill = skill.unwrap_or_else(|| panic!("{diags:?}"));
+        let skill = loaded(root.path(), &dir, known);
         assert_eq!(
             skill.component_digest("tools/t.wasm"),
             Some(locked.as_str())
@@ -299,10 +321,59 @@ mod tests {
             why.contains("changed since skill `locked` was loaded"),
             "{why}"
         );
-        std::fs::write(dir.join("tools/t.wasm"), locked_bytes).unwrap();
+        std::fs::write(&component, locked_bytes).unwrap();
         let Err(why) = prepare(&skill, "tools/t.wasm", &sandbox) else {
             panic!("a file that is no component was prepared");
         };
         assert!(!why.contains("changed since"), "{why}");
+    }
+
+    /// A digest the memo remembers names the file the catalog loaded; the
+    /// bytes read at first use are hashed again, so a memo that no longer
+    /// fits them (a change a stamp cannot see) refuses the code rather
+    /// than compile it under the remembered digest.
+    #[test]
+    fn code_is_checked_against_a_remembered_digest_when_it_is_read() {
+        let root = tempfile::tempdir().unwrap();
+        let bytes = b"\0asm\x0d\x00\x01\x00 the bytes on disk";
+        let (dir, component) = skill_with_component(root.path(), "remembered", bytes);
+        let file = std::fs::File::open(&component).unwrap();
+        let stamp = loop {
+            if let Some(stamp) = crate::sandbox::stamp::FileStamp::settled_of(&file) {
+                break stamp;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        };
+        let cache = crate::sandbox::DiskCache::new(root.path().join("cache"));
+        let memo = crate::sandbox::DigestMemo::open(&cache);
+        let remembering = Known {
+            memo: Some(&memo),
+            ..Default::default()
+        };
+        let sandbox = Arc::new(Sandbox::with_options(&Default::default(), None).unwrap());
+
+        // Hashed at the first load and remembered; the code matches.
+        let skill = loaded(root.path(), &dir, remembering);
+        assert_eq!(
+            skill.component_digest("tools/t.wasm"),
+            Some(crate::digest::sha256(bytes).as_str())
+        );
+        let Err(why) = prepare(&skill, "tools/t.wasm", &sandbox) else {
+            panic!("a file that is no component was prepared");
+        };
+        assert!(!why.contains("changed since"), "{why}");
+
+        // A memo whose entry for this very stamp names other bytes.
+        let other = crate::digest::sha256(b"other bytes");
+        memo.remember(stamp, &other);
+        let skill = loaded(root.path(), &dir, remembering);
+        assert_eq!(skill.component_digest("tools/t.wasm"), Some(other.as_str()));
+        let Err(why) = prepare(&skill, "tools/t.wasm", &sandbox) else {
+            panic!("code that does not match its digest was prepared");
+        };
+        assert!(
+            why.contains("changed since skill `remembered` was loaded"),
+            "{why}"
+        );
     }
 }

@@ -1,6 +1,10 @@
 //! The on-disk cache of compiled components: authenticated, private to
 //! the user, named stably, and kept under a size cap.
 
+mod memo;
+
+pub use memo::DigestMemo;
+
 use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
@@ -122,15 +126,8 @@ impl DiskCache {
             private_folder(&self.dir)?;
             let key = self.key(false)?;
             let bytes = read_private_file(&path, MAX_CACHED_BYTES)?;
-            let rest = bytes
-                .strip_prefix(MAGIC.as_slice())
-                .ok_or("it has no cache header")?;
-            if rest.len() < MAC_LEN {
-                return Err("it is truncated");
-            }
-            let (tag, code) = rest.split_at(MAC_LEN);
-            let tag: [u8; MAC_LEN] = tag.try_into().map_err(|_| "it is truncated")?;
-            if Self::mac(&key, digest_hex, engine_hash, code) != blake3::Hash::from_bytes(tag) {
+            let (tag, code) = split_tagged(&bytes, MAGIC)?;
+            if Self::mac(&key, digest_hex, engine_hash, code) != tag {
                 return Err("its MAC does not match the component it is named for");
             }
             Ok(bytes)
@@ -266,6 +263,21 @@ impl DiskCache {
         }
         Ok(key)
     }
+}
+
+/// A private file's header, `magic` then a 32-byte MAC, split from what
+/// the MAC covers.
+fn split_tagged<'a>(
+    bytes: &'a [u8],
+    magic: &[u8],
+) -> Result<(blake3::Hash, &'a [u8]), &'static str> {
+    let rest = bytes.strip_prefix(magic).ok_or("it has no header")?;
+    if rest.len() < MAC_LEN {
+        return Err("it is truncated");
+    }
+    let (tag, body) = rest.split_at(MAC_LEN);
+    let tag: [u8; MAC_LEN] = tag.try_into().map_err(|_| "it is truncated")?;
+    Ok((blake3::Hash::from_bytes(tag), body))
 }
 
 fn create_private_folder(dir: &Path) -> std::io::Result<()> {
