@@ -42,21 +42,23 @@ pub fn remembered_file(path: &Path, memo: Option<&DigestMemo>) -> std::io::Resul
 
 /// SHA-256 of an open file of at most `limit` bytes. A settled stamp
 /// `memo` remembers gives the digest without a read; otherwise the file
-/// is read and hashed, and its stamp, taken after the read so that it
-/// vouches for the bytes hashed, remembered if it is settled.
+/// is read and hashed, and the digest remembered only if the file's stamp
+/// was settled before the read and is the same after it, so a write
+/// during the read leaves nothing behind.
 ///
-/// A stamp tells a write apart, not a change made through a shared
-/// mapping a writer keeps (see `docs/security.md`), so code is hashed
-/// again from the bytes that are compiled: a remembered digest names a
-/// file, and never stands for bytes that run.
+/// A stamp does not see a change made through a shared mapping a writer
+/// keeps (see `docs/security.md`), so code is hashed again from the bytes
+/// that are compiled: a remembered digest names a file, and never stands
+/// for bytes that run.
 pub fn of_open_file<F: Read + AsFd>(
     file: &mut F,
     limit: u64,
     memo: Option<&DigestMemo>,
 ) -> std::io::Result<String> {
-    if let Some(memo) = memo
-        && let Some(stamp) = FileStamp::settled_of(file)
-        && let Some(digest) = memo.digest_of(&stamp)
+    let before = memo.and_then(|_| FileStamp::settled_of(file));
+    if let (Some(memo), Some(stamp)) = (memo, &before)
+        && stamp.size() <= limit
+        && let Some(digest) = memo.digest_of(stamp)
     {
         return Ok(digest);
     }
@@ -69,10 +71,10 @@ pub fn of_open_file<F: Read + AsFd>(
         ));
     }
     let digest = finish(hasher);
-    if let Some(memo) = memo
-        && let Some(stamp) = FileStamp::settled_of(file)
+    if let (Some(memo), Some(before)) = (memo, before)
+        && FileStamp::settled_of(file) == Some(before)
     {
-        memo.remember(stamp, &digest);
+        memo.remember(before, &digest);
     }
     Ok(digest)
 }
@@ -90,5 +92,25 @@ mod tests {
         let path = dir.path().join("f");
         std::fs::write(&path, b"abc").unwrap();
         assert_eq!(file(&path).unwrap(), sha256(b"abc"));
+    }
+
+    #[test]
+    fn a_file_changed_within_the_second_is_hashed_and_not_remembered() {
+        let dir = tempfile::tempdir().unwrap();
+        let memo = DigestMemo::open(&crate::DiskCache::new(dir.path().join("cache")));
+        let path = dir.path().join("f");
+        std::fs::write(&path, b"abc").unwrap();
+        let mut file = std::fs::File::open(&path).unwrap();
+        assert_eq!(
+            of_open_file(&mut file, 3, Some(&memo)).unwrap(),
+            sha256(b"abc")
+        );
+        let stamp = FileStamp::of(&file).unwrap();
+        assert_eq!(memo.digest_of(&stamp), None, "remembered an unsettled file");
+        let too_large = of_open_file(&mut std::fs::File::open(&path).unwrap(), 2, Some(&memo));
+        assert_eq!(
+            too_large.unwrap_err().kind(),
+            std::io::ErrorKind::FileTooLarge
+        );
     }
 }

@@ -19,9 +19,9 @@ use crate::stamp::FileStamp;
 
 const FILE: &str = "digests-v1.memo";
 const MAGIC: &[u8; 8] = b"SKBXDM01";
-/// Entries kept at most (a line is about 110 bytes, and every start reads
-/// them all); past this a save keeps only those this process used.
-const MAX_ENTRIES: usize = 4096;
+/// Past this many entries (a line is about 110 bytes, and every start
+/// reads them all), a save keeps only those this process used.
+const CROWDED_AT: usize = 4096;
 const MAX_FILE_BYTES: u64 = 4 << 20;
 
 /// Remembered digests, read once when the sandbox is made and saved after
@@ -89,7 +89,17 @@ impl DigestMemo {
         }
     }
 
-    /// Writes the memo if anything new was remembered. Failing to is not
+    /// Forgets what is remembered for this stamp: code read from the file
+    /// did not match it (a change a stamp cannot see), and the next load
+    /// must hash the file again.
+    pub fn forget(&self, stamp: &FileStamp) {
+        let mut state = self.lock();
+        if state.known.remove(stamp).is_some() {
+            state.changed = true;
+        }
+    }
+
+    /// Writes the memo if anything new was remembered or forgotten. Failing to is not
     /// an error: the next start hashes again.
     pub fn save(&self) {
         let body = {
@@ -99,11 +109,12 @@ impl DigestMemo {
             }
             state.changed = false;
             let State { known, used, .. } = &*state;
-            let crowded = known.len() > MAX_ENTRIES;
+            let crowded = known.len() > CROWDED_AT;
             let mut body = String::new();
             for (stamp, digest) in known {
                 let line = format!("{} {digest}\n", stamp.encode());
-                if body.len() + line.len() > MAX_FILE_BYTES as usize {
+                let header = MAGIC.len() + blake3::OUT_LEN;
+                if header + body.len() + line.len() > MAX_FILE_BYTES as usize {
                     break;
                 }
                 if !crowded || used.contains(stamp) {
@@ -137,10 +148,13 @@ fn read(cache: &DiskCache) -> Result<HashMap<FileStamp, String>, &'static str> {
     }
     let body = std::str::from_utf8(body).map_err(|_| "it is not text")?;
     let mut known = HashMap::new();
+    // A line this release cannot read is left out, not the memo.
     for line in body.lines() {
-        let (stamp, digest) = line.rsplit_once(' ').ok_or("a line has no digest")?;
-        let stamp = FileStamp::decode(stamp).ok_or("a line has no stamp")?;
-        known.insert(stamp, digest.to_string());
+        if let Some((stamp, digest)) = line.rsplit_once(' ')
+            && let Some(stamp) = FileStamp::decode(stamp)
+        {
+            known.insert(stamp, digest.to_string());
+        }
     }
     Ok(known)
 }
@@ -166,23 +180,23 @@ fn write(cache: &DiskCache, body: &[u8]) -> Result<(), &'static str> {
 mod tests {
     use super::*;
 
-    fn settled_file(dir: &std::path::Path, bytes: &[u8]) -> (std::fs::File, FileStamp) {
+    /// A file whose stamp has settled, or `None` on a file system where
+    /// none does.
+    fn settled_file(dir: &std::path::Path, bytes: &[u8]) -> Option<(std::fs::File, FileStamp)> {
         let path = dir.join("f");
         std::fs::write(&path, bytes).unwrap();
         let file = std::fs::File::open(&path).unwrap();
-        loop {
-            if let Some(stamp) = FileStamp::settled_of(&file) {
-                return (file, stamp);
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
-        }
+        let stamp = crate::stamp::wait_until_settled(&file, std::time::Duration::from_secs(10))?;
+        Some((file, stamp))
     }
 
     #[test]
     fn a_saved_digest_is_found_by_the_next_process_and_a_forged_memo_is_ignored() {
         let root = tempfile::tempdir().unwrap();
         let cache = DiskCache::new(root.path().join("cache"));
-        let (_file, stamp) = settled_file(root.path(), b"code");
+        let Some((_file, stamp)) = settled_file(root.path(), b"code") else {
+            return;
+        };
         let digest = crate::digest::sha256(b"code");
 
         let memo = DigestMemo::open(&cache);
@@ -213,18 +227,18 @@ mod tests {
         let cache = DiskCache::new(root.path().join("cache"));
         let stamp = |n: usize| FileStamp::decode(&format!("1 {n} 10 5 5 5 5")).unwrap();
         let memo = DigestMemo::open(&cache);
-        for n in 0..=MAX_ENTRIES {
+        for n in 0..=CROWDED_AT {
             memo.remember(stamp(n), "sha256:00");
         }
         memo.save();
         let memo = DigestMemo::open(&cache);
-        assert_eq!(memo.lock().known.len(), MAX_ENTRIES + 1, "all were used");
+        assert_eq!(memo.lock().known.len(), CROWDED_AT + 1, "all were used");
         assert!(memo.digest_of(&stamp(7)).is_some());
-        memo.remember(stamp(MAX_ENTRIES + 1), "sha256:01");
+        memo.remember(stamp(CROWDED_AT + 1), "sha256:01");
         memo.save();
         let kept = DigestMemo::open(&cache);
         let mut kept: Vec<_> = kept.lock().known.keys().copied().collect();
         kept.sort_by_key(FileStamp::encode);
-        assert_eq!(kept, [stamp(MAX_ENTRIES + 1), stamp(7)]);
+        assert_eq!(kept, [stamp(CROWDED_AT + 1), stamp(7)]);
     }
 }

@@ -157,15 +157,7 @@ impl SkillDir {
     /// Reads `rel` whole, refusing files over `limit` bytes (detected by
     /// reading one byte past it, so a growing file cannot slip through).
     pub fn read_bounded(&self, rel: &str, limit: u64) -> Result<Vec<u8>, ReadError> {
-        let file = self.open_regular(rel)?;
-        let mut bytes = Vec::new();
-        file.take(limit + 1)
-            .read_to_end(&mut bytes)
-            .map_err(|e| classify(&e))?;
-        if bytes.len() as u64 > limit {
-            return Err(ReadError::TooLarge { limit });
-        }
-        Ok(bytes)
+        read_to_limit(&mut self.open_regular(rel)?, limit)
     }
 
     /// Opens the regular file `rel` for reading; a folder, FIFO, device or
@@ -298,6 +290,19 @@ impl SkillDir {
             }
         }
     }
+}
+
+/// Reads an opened file whole, refusing it past `limit` bytes (detected
+/// by reading one byte past it, so a growing file cannot slip through).
+pub fn read_to_limit(file: &mut cap_std::fs::File, limit: u64) -> Result<Vec<u8>, ReadError> {
+    let mut bytes = Vec::new();
+    file.take(limit + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| classify(&e))?;
+    if bytes.len() as u64 > limit {
+        return Err(ReadError::TooLarge { limit });
+    }
+    Ok(bytes)
 }
 
 fn special_kind(t: &cap_std::fs::FileType) -> &'static str {

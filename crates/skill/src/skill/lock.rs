@@ -368,9 +368,6 @@ fn walk(dir: &Path, prefix: &str, depth: usize, found: &mut Found<'_>) -> std::i
     Ok(())
 }
 
-/// `sha256:…` of a file, read in blocks.
-pub use crate::digest::file as file_digest;
-
 /// How the folder `dir` differs from `entry`.
 pub fn drift(entry: &LockEntry, dir: &Path) -> std::io::Result<Drift> {
     remembered_drift(entry, dir, None)
@@ -479,5 +476,31 @@ mod tests {
             LockFile::read(dir.path()),
             Err(LockError::Malformed(_))
         ));
+    }
+
+    #[test]
+    fn a_remembered_digest_does_not_hide_a_file_rewritten_since() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("SKILL.md");
+        std::fs::write(&path, "a").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let settle = std::time::Duration::from_secs(10);
+        if crate::sandbox::stamp::wait_until_settled(&file, settle).is_none() {
+            return; // a file system whose stamps never settle
+        }
+        let cache = tempfile::tempdir().unwrap();
+        let memo = DigestMemo::open(&crate::sandbox::DiskCache::new(cache.path().into()));
+        let locked = entry(&[("SKILL.md", "a")]);
+        let drift = remembered_drift(&locked, dir.path(), Some(&memo)).unwrap();
+        assert!(drift.is_clean(), "{drift:?}");
+        assert_eq!(
+            memo.digest_of(&crate::sandbox::stamp::FileStamp::settled_of(&file).unwrap()),
+            Some(crate::digest::sha256(b"a")),
+            "remembered"
+        );
+        // The same size, written after the digest was remembered.
+        std::fs::write(&path, "b").unwrap();
+        let drift = remembered_drift(&locked, dir.path(), Some(&memo)).unwrap();
+        assert_eq!(drift.changed, ["SKILL.md"]);
     }
 }

@@ -10,9 +10,11 @@ use std::sync::Arc;
 use serde_json::Value;
 
 use super::diagnostic::Diagnostic;
+use super::files::{ReadError, read_to_limit};
 use super::manifest::{Effect, MANIFEST_FILE, ToolComponent};
 use super::model::Skill;
-use crate::sandbox::{MAX_COMPONENT_BYTES, PendingComponent, Sandbox};
+use crate::sandbox::stamp::FileStamp;
+use crate::sandbox::{DigestMemo, MAX_COMPONENT_BYTES, PendingComponent, Sandbox};
 use crate::schema::{ExportedFunction, output_schema};
 
 /// MCP tool names must fit every major model API.
@@ -120,18 +122,27 @@ pub fn resolve(skill: &Skill, sandbox: &Arc<Sandbox>) -> Resolution {
 /// if they are still the ones the catalog recorded: code changed under a
 /// loaded skill does not run with that skill's grants until a reload
 /// checks it again. These bytes are hashed whatever the catalog took its
-/// digest from, because they are what is described and compiled.
-fn checked_bytes(skill: &Skill, rel: &str) -> Result<(Vec<u8>, String), String> {
-    let bytes = skill
-        .files
-        .read_bounded(rel, MAX_COMPONENT_BYTES)
-        .map_err(|e| format!("component `{rel}`: {e}"))?;
+/// digest from, because they are what is described and compiled; a
+/// remembered digest they do not match is forgotten, so the reload hashes
+/// the file.
+fn checked_bytes(
+    skill: &Skill,
+    rel: &str,
+    memo: Option<&DigestMemo>,
+) -> Result<(Vec<u8>, String), String> {
+    let unreadable = |e: ReadError| format!("component `{rel}`: {e}");
+    let mut file = skill.files.open_regular(rel).map_err(unreadable)?;
+    let bytes = read_to_limit(&mut file, MAX_COMPONENT_BYTES).map_err(unreadable)?;
     let hex = crate::sandbox::sha256_hex(&bytes);
     if skill
         .component_digest(rel)
         .and_then(|d| d.strip_prefix("sha256:"))
         != Some(hex.as_str())
     {
+        if let (Some(memo), Some(stamp)) = (memo, FileStamp::settled_of(&file)) {
+            memo.forget(&stamp);
+            memo.save();
+        }
         return Err(format!(
             "component `{rel}` changed since skill `{}` was loaded; it does not run until the \
              skill is reloaded and checked again",
@@ -147,7 +158,7 @@ pub fn prepare(
     rel: &str,
     sandbox: &Arc<Sandbox>,
 ) -> Result<Arc<PendingComponent>, String> {
-    let (bytes, hex) = checked_bytes(skill, rel)?;
+    let (bytes, hex) = checked_bytes(skill, rel, sandbox.digest_memo())?;
     sandbox
         .prepare_hashed(bytes, &hex)
         .map_err(|e| format!("component `{rel}`: {e}"))
@@ -331,33 +342,31 @@ mod tests {
     /// A digest the memo remembers names the file the catalog loaded; the
     /// bytes read at first use are hashed again, so a memo that no longer
     /// fits them (a change a stamp cannot see) refuses the code rather
-    /// than compile it under the remembered digest.
+    /// than compile it under the remembered digest, and forgets the entry
+    /// so that the next load hashes the file.
     #[test]
     fn code_is_checked_against_a_remembered_digest_when_it_is_read() {
         let root = tempfile::tempdir().unwrap();
         let bytes = b"\0asm\x0d\x00\x01\x00 the bytes on disk";
         let (dir, component) = skill_with_component(root.path(), "remembered", bytes);
         let file = std::fs::File::open(&component).unwrap();
-        let stamp = loop {
-            if let Some(stamp) = crate::sandbox::stamp::FileStamp::settled_of(&file) {
-                break stamp;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(50));
+        let settle = std::time::Duration::from_secs(10);
+        let Some(stamp) = crate::sandbox::stamp::wait_until_settled(&file, settle) else {
+            return; // a file system whose stamps never settle
         };
         let cache = crate::sandbox::DiskCache::new(root.path().join("cache"));
-        let memo = crate::sandbox::DigestMemo::open(&cache);
+        let sandbox = Arc::new(Sandbox::with_options(&Default::default(), Some(cache)).unwrap());
+        let memo = sandbox.digest_memo().unwrap();
         let remembering = Known {
-            memo: Some(&memo),
+            memo: Some(memo),
             ..Default::default()
         };
-        let sandbox = Arc::new(Sandbox::with_options(&Default::default(), None).unwrap());
+        let right = crate::digest::sha256(bytes);
 
         // Hashed at the first load and remembered; the code matches.
         let skill = loaded(root.path(), &dir, remembering);
-        assert_eq!(
-            skill.component_digest("tools/t.wasm"),
-            Some(crate::digest::sha256(bytes).as_str())
-        );
+        assert_eq!(skill.component_digest("tools/t.wasm"), Some(right.as_str()));
+        assert_eq!(memo.digest_of(&stamp), Some(right.clone()));
         let Err(why) = prepare(&skill, "tools/t.wasm", &sandbox) else {
             panic!("a file that is no component was prepared");
         };
@@ -375,5 +384,9 @@ mod tests {
             why.contains("changed since skill `remembered` was loaded"),
             "{why}"
         );
+        // Forgotten: the reload hashes the file again.
+        assert_eq!(memo.digest_of(&stamp), None);
+        let skill = loaded(root.path(), &dir, remembering);
+        assert_eq!(skill.component_digest("tools/t.wasm"), Some(right.as_str()));
     }
 }
