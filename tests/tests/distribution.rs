@@ -1035,8 +1035,11 @@ fn a_login_kept_by_a_credential_helper_is_asked_for() {
     .unwrap();
     std::fs::write(
         &helper,
-        // It never reads the registry name it is sent, as docker's do not.
-        "#!/bin/sh\nexec 0<&-\necho 'credentials not found in native keychain'\nexit 1\n",
+        // It reads the registry it is sent first, as docker's helpers do: a
+        // helper that closed its input unread could make the write of the
+        // name fail first, which the credential crate reports as a helper
+        // that could not be run.
+        "#!/bin/sh\nread -r registry\necho 'credentials not found in native keychain'\nexit 1\n",
     )
     .unwrap();
     let stranger_run = |extra: &[&str]| -> Run {
