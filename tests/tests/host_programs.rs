@@ -522,10 +522,11 @@ fn a_hostile_granted_program_is_held_to_its_sandbox() {
     assert!(listener.accept().is_err(), "a connection arrived");
 
     // A fork bomb meets the process bound, and the call still ends. The
-    // shell waits a second with builtins alone: once the bound is met, a
-    // `sleep` could not be started, and bash exits when it cannot fork.
+    // shell waits one to two seconds (`SECONDS` counts whole seconds) with
+    // builtins alone: once the bound is met, a `sleep` could not be
+    // started, and bash exits when it cannot fork.
     let out = sh(
-        "f(){ f|f& }; f; SECONDS=0; while (( SECONDS < 1 )); do :; done; echo bounded",
+        "f(){ f|f& }; f; SECONDS=0; while (( SECONDS < 2 )); do :; done; echo bounded",
         &["--timeout-ms", "20000"],
     );
     out.stdout_says(&["bounded"]);

@@ -19,7 +19,7 @@ use crate::stamp::FileStamp;
 
 const FILE: &str = "digests-v1.memo";
 const MAGIC: &[u8; 8] = b"SKBXDM01";
-/// Past this many entries (a line is about 110 bytes, and every start
+/// Past this many entries (a line is about 135 bytes, and every start
 /// reads them all), a save keeps only those this process used.
 const CROWDED_AT: usize = 4096;
 const MAX_FILE_BYTES: u64 = 4 << 20;
@@ -48,19 +48,20 @@ impl DigestMemo {
     /// The memo kept in `cache`: empty if there is none yet, or if the
     /// one there fails a check.
     pub fn open(cache: &DiskCache) -> DigestMemo {
-        let known = match read(cache) {
-            Ok(known) => known,
+        // A memo that fails a check is written again at the next save,
+        // so its warning is not repeated at every start.
+        let (known, damaged) = match read(cache) {
+            Ok(known) => (known, false),
             Err(why) => {
-                if std::fs::symlink_metadata(cache.dir().join(FILE)).is_ok() {
-                    tracing::warn!("digest memo: ignoring it: {why}; files are hashed again");
-                }
-                HashMap::new()
+                tracing::warn!("digest memo: ignoring it: {why}; files are hashed again");
+                (HashMap::new(), true)
             }
         };
         DigestMemo {
             cache: cache.clone(),
             state: Mutex::new(State {
                 known,
+                changed: damaged,
                 ..State::default()
             }),
         }
@@ -111,15 +112,16 @@ impl DigestMemo {
             let State { known, used, .. } = &*state;
             let crowded = known.len() > CROWDED_AT;
             let mut body = String::new();
+            let room = MAX_FILE_BYTES as usize - MAGIC.len() - blake3::OUT_LEN;
             for (stamp, digest) in known {
+                if crowded && !used.contains(stamp) {
+                    continue;
+                }
                 let line = format!("{} {digest}\n", stamp.encode());
-                let header = MAGIC.len() + blake3::OUT_LEN;
-                if header + body.len() + line.len() > MAX_FILE_BYTES as usize {
+                if body.len() + line.len() > room {
                     break;
                 }
-                if !crowded || used.contains(stamp) {
-                    body.push_str(&line);
-                }
+                body.push_str(&line);
             }
             body
         };

@@ -359,7 +359,7 @@ fn walk(dir: &Path, prefix: &str, depth: usize, found: &mut Found<'_>) -> std::i
         if kind.is_dir() && depth < 16 {
             walk(&entry.path(), &rel, depth + 1, found)?;
         } else if kind.is_file() && found.files.len() < MAX_LOCKED_FILES {
-            let digest = crate::digest::remembered_file(&entry.path(), found.memo)?;
+            let digest = crate::digest::file_with_memo(&entry.path(), found.memo)?;
             found.files.insert(rel, digest);
         } else {
             found.odd.push(rel);
@@ -498,8 +498,10 @@ mod tests {
             Some(crate::digest::sha256(b"a")),
             "remembered"
         );
-        // The same size, written after the digest was remembered.
+        // The same size, written after the digest was remembered; checked
+        // once this stamp has settled too, so the times alone tell.
         std::fs::write(&path, "b").unwrap();
+        crate::sandbox::stamp::wait_until_settled(&file, settle).unwrap();
         let drift = remembered_drift(&locked, dir.path(), Some(&memo)).unwrap();
         assert_eq!(drift.changed, ["SKILL.md"]);
     }
