@@ -7,9 +7,11 @@
 //! folder and file are private to the user, and a keyed BLAKE3 MAC under
 //! the cache's key covers every entry. A memo that fails a check is
 //! ignored (and replaced at the next save); a lost write only costs a
-//! hash. An entry says "a file with this stamp has this digest"; since a
-//! settled stamp moves with every write, an entry can never vouch for
-//! bytes other than the ones hashed.
+//! hash. An entry says "a file with this stamp has this digest": a
+//! settled stamp moves with every write, but not with a change made
+//! through a shared mapping, so an entry names a file for the catalog and
+//! the lock check, and code read to run is hashed again
+//! ([`crate::digest::of_open_file`]).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -100,8 +102,8 @@ impl DigestMemo {
         }
     }
 
-    /// Writes the memo if anything new was remembered or forgotten. Failing to is not
-    /// an error: the next start hashes again.
+    /// Writes the memo if anything new was remembered or forgotten.
+    /// Failing to is not an error: the next start hashes again.
     pub fn save(&self) {
         let body = {
             let mut state = self.lock();

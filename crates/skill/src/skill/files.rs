@@ -162,7 +162,7 @@ impl SkillDir {
 
     /// Opens the regular file `rel` for reading; a folder, FIFO, device or
     /// socket is refused by its type on the opened handle.
-    pub fn open_regular(&self, rel: &str) -> Result<cap_std::fs::File, ReadError> {
+    pub(crate) fn open_regular(&self, rel: &str) -> Result<cap_std::fs::File, ReadError> {
         let rel = checked_relative(rel)?;
         let file = self
             .dir
@@ -294,7 +294,10 @@ impl SkillDir {
 
 /// Reads an opened file whole, refusing it past `limit` bytes (detected
 /// by reading one byte past it, so a growing file cannot slip through).
-pub fn read_to_limit(file: &mut cap_std::fs::File, limit: u64) -> Result<Vec<u8>, ReadError> {
+pub(crate) fn read_to_limit(
+    file: &mut cap_std::fs::File,
+    limit: u64,
+) -> Result<Vec<u8>, ReadError> {
     let mut bytes = Vec::new();
     file.take(limit + 1)
         .read_to_end(&mut bytes)
