@@ -157,3 +157,37 @@ fn functions_taking_resources_are_skipped_with_a_reason() {
     assert!(bump.reason.contains("resource"), "{}", bump.reason);
     assert!(tb.exports.function("bump").is_none());
 }
+
+/// A component the compiled-code cache already holds is described from
+/// its code, without reading its file (the skill loader does so when the
+/// file's stamp says it is unchanged); the code must describe exactly what
+/// its bytes do, functions, types, skipped exports and all.
+#[test]
+fn a_component_reads_the_same_from_its_bytes_as_from_its_code() {
+    let sb = sandbox();
+    let guests = [
+        "testbed",
+        "text",
+        "files",
+        "csv",
+        "json",
+        "web",
+        "hello_kit",
+        "escape_kit",
+        "release-check",
+    ];
+    for name in guests {
+        let bytes = std::fs::read(component(name)).unwrap();
+        let from_bytes = skillbox_sandbox::schema::read_exports_from_binary(&bytes).unwrap();
+        let from_code = sb.load_bytes(&bytes).unwrap().exports.clone();
+        assert!(
+            !from_bytes.functions.is_empty() || from_bytes.is_command,
+            "{name} serves nothing"
+        );
+        assert_eq!(
+            format!("{from_bytes:?}"),
+            format!("{from_code:?}"),
+            "{name}"
+        );
+    }
+}

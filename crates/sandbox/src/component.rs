@@ -143,23 +143,14 @@ pub(crate) fn load_component(
     cache: Option<&DiskCache>,
     mode: Compile,
 ) -> Result<LoadedComponent, SandboxError> {
+    if let Some(cached) = load_cached(engine, digest_hex, cache) {
+        return cached;
+    }
     let started = std::time::Instant::now();
     let digest_label = digest_label(digest_hex);
     let label = label.unwrap_or(&digest_label);
     let main = (&engine.engine, &engine.linker);
-    // The cache holds Cranelift's code, which a baseline-only engine does
-    // not run.
     let cache = cache.filter(|_| !engine.baseline_only);
-    if let Some(component) = cache.and_then(|c| c.load(&engine.engine, digest_hex)) {
-        return loaded(
-            digest_hex,
-            main,
-            component,
-            CompileOrigin::DiskCache,
-            true,
-            started,
-        );
-    }
     let quick = engine.quick.as_ref().filter(|_| {
         engine.baseline_only
             || (mode == Compile::QuickFirst && bytes.len() >= QUICK_COMPILE_MIN_BYTES)
@@ -198,6 +189,29 @@ pub(crate) fn load_component(
 }
 
 /// How progress names a component that has no file name: its digest, cut.
+/// The code the compiled-code cache holds for the component whose bytes
+/// hash to `digest_hex`, described from that code; `None` when the cache
+/// does not hold it. The cache holds Cranelift's code, which a
+/// baseline-only engine does not run.
+pub(crate) fn load_cached(
+    engine: &SandboxEngine,
+    digest_hex: &str,
+    cache: Option<&DiskCache>,
+) -> Option<Result<LoadedComponent, SandboxError>> {
+    let started = std::time::Instant::now();
+    let cache = cache.filter(|_| !engine.baseline_only)?;
+    let component = cache.load(&engine.engine, digest_hex)?;
+    let main = (&engine.engine, &engine.linker);
+    Some(loaded(
+        digest_hex,
+        main,
+        component,
+        CompileOrigin::DiskCache,
+        true,
+        started,
+    ))
+}
+
 pub(crate) fn digest_label(digest_hex: &str) -> String {
     format!("sha256:{}", &digest_hex[..digest_hex.len().min(12)])
 }

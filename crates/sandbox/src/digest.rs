@@ -49,7 +49,9 @@ pub fn file_with_memo(path: &Path, memo: Option<&DigestMemo>) -> std::io::Result
 /// A stamp does not see a change made through a shared mapping a writer
 /// keeps (see `docs/security.md`), so code is hashed again from the bytes
 /// that are compiled: a remembered digest names a file, and never stands
-/// for bytes that run.
+/// for bytes to compile. It may stand for code compiled already from bytes
+/// with that digest, which is what the skill loader runs for a file whose
+/// stamp is unchanged.
 pub fn of_open_file<F: Read + AsFd>(
     file: &mut F,
     limit: u64,

@@ -48,7 +48,7 @@ mod store;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::SystemTime;
 
 use serde_json::Value;
@@ -99,6 +99,10 @@ struct Loaded {
     /// A file whose size and modification time are unchanged is not read
     /// or hashed again.
     by_file: HashMap<PathBuf, (u64, Option<SystemTime>, Arc<LoadedComponent>)>,
+    /// Looks in the compiled-code cache by digest alone, one per digest at
+    /// a time: skills that share a component resolve in parallel, and
+    /// the first look answers the rest.
+    cache_looks: HashMap<String, Arc<OnceLock<()>>>,
 }
 
 impl Sandbox {
@@ -263,6 +267,42 @@ impl Sandbox {
             .by_digest
             .insert(key.to_string(), loaded.clone());
         Ok(loaded)
+    }
+
+    /// The component whose bytes hash to `key`, from this process or
+    /// from the compiled-code cache alone, described from its code, or
+    /// `None` when neither has it. For a caller that knows, without
+    /// reading them, that the bytes it would compile hash to `key` (the
+    /// skill loader, when the file's stamp is one the digest memo
+    /// remembers with that digest): what runs is code compiled from bytes
+    /// with that digest, whatever the file holds.
+    pub fn prepare_cached(&self, key: &str) -> Option<Arc<PendingComponent>> {
+        let look = {
+            let mut loaded = self.lock_loaded();
+            if let Some(hit) = loaded.pending.get(key) {
+                return Some(hit.clone());
+            }
+            if let Some(done) = loaded.by_digest.get(key) {
+                return Some(Arc::new(PendingComponent::ready(done.clone())));
+            }
+            loaded
+                .cache_looks
+                .entry(key.to_string())
+                .or_default()
+                .clone()
+        };
+        look.get_or_init(|| {
+            if let Some(Ok(cached)) = component::load_cached(&self.engine, key, self.cache.as_ref())
+            {
+                self.from_cache.fetch_add(1, Ordering::Relaxed);
+                self.lock_loaded()
+                    .by_digest
+                    .entry(key.to_string())
+                    .or_insert_with(|| Arc::new(cached));
+            }
+        });
+        let done = self.lock_loaded().by_digest.get(key).cloned()?;
+        Some(Arc::new(PendingComponent::ready(done)))
     }
 
     /// Describes the component in `bytes` (hashed by the caller with

@@ -152,12 +152,38 @@ fn checked_bytes(
     Ok((bytes, hex))
 }
 
+/// The component of a file that still holds the bytes the catalog
+/// recorded, by its stamp, when this process or the compiled-code cache
+/// has their code: the file is then neither read nor hashed. Its stamp
+/// must be settled and one the digest memo remembers with the catalog's
+/// digest, which any write to the file since would have changed. What
+/// runs is the code compiled from bytes with that digest; a change a
+/// stamp cannot see (through a shared mapping) is not run, as no change
+/// is until a reload.
+fn compiled_and_unchanged(
+    skill: &Skill,
+    rel: &str,
+    sandbox: &Sandbox,
+) -> Option<Arc<PendingComponent>> {
+    let memo = sandbox.digest_memo()?;
+    let digest = skill.component_digest(rel)?;
+    let file = skill.files.open_regular(rel).ok()?;
+    let stamp = FileStamp::settled_of(&file)?;
+    if memo.digest_of(&stamp)? != digest {
+        return None;
+    }
+    sandbox.prepare_cached(digest.strip_prefix("sha256:")?)
+}
+
 /// Describes a component of the skill and starts its compile.
 pub fn prepare(
     skill: &Skill,
     rel: &str,
     sandbox: &Arc<Sandbox>,
 ) -> Result<Arc<PendingComponent>, String> {
+    if let Some(ready) = compiled_and_unchanged(skill, rel, sandbox) {
+        return Ok(ready);
+    }
     let (bytes, hex) = checked_bytes(skill, rel, sandbox.digest_memo())?;
     sandbox
         .prepare_hashed(bytes, &hex)
@@ -388,5 +414,53 @@ mod tests {
         assert_eq!(memo.digest_of(&stamp), None);
         let skill = loaded(root.path(), &dir, remembering);
         assert_eq!(skill.component_digest("tools/t.wasm"), Some(right.as_str()));
+    }
+
+    /// A file whose settled stamp the memo remembers with the catalog's
+    /// digest is neither read nor hashed when that digest's code is
+    /// compiled already, in this process or in the compiled-code cache:
+    /// the code is described from what was compiled. Any write to the file
+    /// moves its stamp, and the bytes are read and checked again.
+    #[test]
+    fn an_unchanged_file_is_not_read_when_its_code_is_compiled() {
+        let root = tempfile::tempdir().unwrap();
+        // An empty component, compiled; the file on disk is no component,
+        // so a read of it could not be described.
+        let compiled = b"\0asm\x0d\x00\x01\x00";
+        let on_disk = b"\0asm\x0d\x00\x01\x00 not what was compiled";
+        let (dir, component) = skill_with_component(root.path(), "unread", on_disk);
+        let file = std::fs::File::open(&component).unwrap();
+        let settle = std::time::Duration::from_secs(10);
+        let Some(stamp) = crate::sandbox::stamp::wait_until_settled(&file, settle) else {
+            return; // a file system whose stamps never settle
+        };
+        let cache = || crate::sandbox::DiskCache::new(root.path().join("cache"));
+        let compiling = Sandbox::with_options(&Default::default(), Some(cache())).unwrap();
+        compiling.load_bytes(compiled).unwrap();
+        let digest = crate::digest::sha256(compiled);
+
+        // A new process: its memo (as if a change a stamp cannot see had
+        // followed the hash) names the compiled bytes for this stamp.
+        let sandbox = Arc::new(Sandbox::with_options(&Default::default(), Some(cache())).unwrap());
+        let memo = sandbox.digest_memo().unwrap();
+        memo.remember(stamp, &digest);
+        let remembering = Known {
+            memo: Some(memo),
+            ..Default::default()
+        };
+        let skill = loaded(root.path(), &dir, remembering);
+        let ready = prepare(&skill, "tools/t.wasm", &sandbox).unwrap();
+        assert_eq!(ready.digest, digest);
+        assert_eq!(sandbox.load_counts(), (1, 0), "loaded from the cache");
+
+        // Written again, with the same bytes: read, and refused.
+        std::fs::write(&component, on_disk).unwrap();
+        let Err(why) = prepare(&skill, "tools/t.wasm", &sandbox) else {
+            panic!("a rewritten file was not read again");
+        };
+        assert!(
+            why.contains("changed since skill `unread` was loaded"),
+            "{why}"
+        );
     }
 }

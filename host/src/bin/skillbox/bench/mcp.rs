@@ -3,7 +3,7 @@
 
 use std::path::Path;
 use std::process::Stdio;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use rmcp::ServiceExt;
@@ -107,7 +107,7 @@ async fn connect_with_pid(exe: &Path, skills: &Path) -> anyhow::Result<(Client, 
 async fn idle_rss(exe: &Path, skills: &Path) -> anyhow::Result<Option<u64>> {
     let (client, pid) = connect_with_pid(exe, skills).await?;
     client.peer().list_all_tools().await?;
-    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
     let rss = pid.and_then(|pid| {
         let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
         let line = status.lines().find(|l| l.starts_with("VmRSS:"))?;
@@ -149,10 +149,15 @@ pub(super) async fn run(
     let fifty = skills_dir(trivial, 49)?;
     let thousands = skills_dir(trivial, 0)?;
     add_text_skills(thousands.path(), 3_000)?;
-    let startup_4 = startup(exe, four.path()).await?;
-    let startup_50 = startup(exe, fifty.path()).await?;
     let locked = skills_dir(trivial, 49)?;
     super::distribution::lock_every_skill(locked.path())?;
+    // A user's skills were written before the server starts. A file
+    // changed within the last second is hashed at every start, by design
+    // (the digest memo cannot vouch for it yet), which is not the start
+    // this row measures.
+    tokio::time::sleep(SETTLED_AFTER_WRITING).await;
+    let startup_4 = startup(exe, four.path()).await?;
+    let startup_50 = startup(exe, fifty.path()).await?;
     let startup_50_locked = startup(exe, locked.path()).await?;
     let startup_3000 = startup(exe, thousands.path()).await?;
     let idle_rss_50 = idle_rss(exe, fifty.path()).await?;
@@ -276,6 +281,10 @@ impl Peer {
         stats
     }
 }
+
+/// How long after the last write a skill's files count as settled for
+/// the digest memo (a second), with a margin.
+const SETTLED_AFTER_WRITING: Duration = Duration::from_millis(1_100);
 
 async fn startup(exe: &Path, skills: &Path) -> anyhow::Result<Stats> {
     let mut samples = Vec::new();
