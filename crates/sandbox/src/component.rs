@@ -188,7 +188,6 @@ pub(crate) fn load_component(
     )
 }
 
-/// How progress names a component that has no file name: its digest, cut.
 /// The code the compiled-code cache holds for the component whose bytes
 /// hash to `digest_hex`, described from that code; `None` when the cache
 /// does not hold it. The cache holds Cranelift's code, which a
@@ -212,6 +211,7 @@ pub(crate) fn load_cached(
     ))
 }
 
+/// How progress names a component that has no file name: its digest, cut.
 pub(crate) fn digest_label(digest_hex: &str) -> String {
     format!("sha256:{}", &digest_hex[..digest_hex.len().min(12)])
 }

@@ -99,9 +99,10 @@ struct Loaded {
     /// A file whose size and modification time are unchanged is not read
     /// or hashed again.
     by_file: HashMap<PathBuf, (u64, Option<SystemTime>, Arc<LoadedComponent>)>,
-    /// Looks in the compiled-code cache by digest alone, one per digest at
-    /// a time: skills that share a component resolve in parallel, and
-    /// the first look answers the rest.
+    /// Looks in the compiled-code cache by digest alone, at most one per
+    /// digest for the life of the process: skills that share a component
+    /// resolve in parallel, and the first look answers the rest (a miss
+    /// is then compiled, and found in `by_digest`).
     cache_looks: HashMap<String, Arc<OnceLock<()>>>,
 }
 
@@ -293,12 +294,11 @@ impl Sandbox {
         };
         look.get_or_init(|| {
             if let Some(Ok(cached)) = component::load_cached(&self.engine, key, self.cache.as_ref())
+                && let std::collections::hash_map::Entry::Vacant(slot) =
+                    self.lock_loaded().by_digest.entry(key.to_string())
             {
+                slot.insert(Arc::new(cached));
                 self.from_cache.fetch_add(1, Ordering::Relaxed);
-                self.lock_loaded()
-                    .by_digest
-                    .entry(key.to_string())
-                    .or_insert_with(|| Arc::new(cached));
             }
         });
         let done = self.lock_loaded().by_digest.get(key).cloned()?;

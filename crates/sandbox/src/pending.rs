@@ -5,6 +5,8 @@
 //! compiled code. So a component is described at once and compiled in the
 //! background, on the compiler's thread pool: a first `tools/list` never
 //! waits for a compiler, and a call waits only for its own component.
+//! Code compiled already (in this process, or in the compiled-code cache)
+//! is described from itself, which says the same as its bytes.
 
 use std::sync::Arc;
 
@@ -22,7 +24,8 @@ pub type Compiled = Result<Arc<LoadedComponent>, String>;
 pub struct PendingComponent {
     /// `sha256:<hex>` of the component's bytes.
     pub digest: String,
-    /// Its exported functions, read without compiling.
+    /// Its exported functions, read without compiling (or from its code,
+    /// when that is compiled already).
     pub exports: ComponentExports,
     compiled: watch::Receiver<Option<Compiled>>,
 }

@@ -11,7 +11,8 @@
 //! sub-second times, has no such tick: any later change is stamped later.
 //! A change made through a shared writable mapping is the exception: the
 //! kernel stamps it at a write fault, once per writeback (tmpfs never), so
-//! a stamp names a file and never stands for bytes that run.
+//! a stamp names a file and never stands for bytes to compile: at most it
+//! picks, by digest, code compiled already from bytes that were hashed.
 
 use std::os::fd::AsFd;
 use std::time::{Duration, SystemTime};

@@ -10,8 +10,10 @@
 //! hash. An entry says "a file with this stamp has this digest": a
 //! settled stamp moves with every write, but not with a change made
 //! through a shared mapping, so an entry names a file for the catalog and
-//! the lock check, and code read to run is hashed again
-//! ([`crate::digest::of_open_file`]).
+//! the lock check, and code read to be compiled is hashed again
+//! ([`crate::digest::of_open_file`]). An entry may also pick, by digest,
+//! code compiled already from bytes that were hashed, for a component
+//! whose file still has the stamp (`Sandbox::prepare_cached`).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;

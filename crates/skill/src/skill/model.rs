@@ -301,8 +301,8 @@ impl Default for Known<'_> {
 /// [`load`], taking a component's digest from what is `known` (an
 /// installed skill's lock, whose files were just checked against it; the
 /// digest memo) instead of reading and hashing it again: those SHA-256s
-/// were most of a start's CPU. The code that runs is still checked
-/// against the digest when it is read.
+/// were most of a start's CPU. Code read to be compiled is still checked
+/// against the digest; code compiled already runs only under its own.
 pub(crate) fn load_with_digests(
     dir: &Path,
     source: &Source,

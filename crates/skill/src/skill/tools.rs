@@ -1,8 +1,9 @@
 //! A skill's tools and scripts as this host serves them: the manifest's
 //! descriptions joined to the component's own types. The types are read
-//! from the components' bytes, so resolving a skill never waits for a
-//! compiler; each component compiles in the background
-//! ([`PendingComponent`]), and a call waits only for its own.
+//! from the components' bytes, or from their code when it is compiled
+//! already, so resolving a skill never waits for a compiler; each
+//! component compiles in the background ([`PendingComponent`]), and a
+//! call waits only for its own.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -121,7 +122,8 @@ pub fn resolve(skill: &Skill, sandbox: &Arc<Sandbox>) -> Resolution {
 /// handle pinned when the catalog was built, with their SHA-256, and only
 /// if they are still the ones the catalog recorded: code changed under a
 /// loaded skill does not run with that skill's grants until a reload
-/// checks it again. These bytes are hashed whatever the catalog took its
+/// checks it again (a change a stamp cannot see is not run either: the
+/// code compiled from the recorded bytes is, while it is cached). These bytes are hashed whatever the catalog took its
 /// digest from, because they are what is described and compiled; a
 /// remembered digest they do not match is forgotten, so the reload hashes
 /// the file.
@@ -369,7 +371,9 @@ mod tests {
     /// bytes read at first use are hashed again, so a memo that no longer
     /// fits them (a change a stamp cannot see) refuses the code rather
     /// than compile it under the remembered digest, and forgets the entry
-    /// so that the next load hashes the file.
+    /// so that the next load hashes the file. (The bytes are read because
+    /// no code for the remembered digest is compiled: see
+    /// `an_unchanged_file_is_not_read_when_its_code_is_compiled`.)
     #[test]
     fn code_is_checked_against_a_remembered_digest_when_it_is_read() {
         let root = tempfile::tempdir().unwrap();
@@ -452,6 +456,22 @@ mod tests {
         let ready = prepare(&skill, "tools/t.wasm", &sandbox).unwrap();
         assert_eq!(ready.digest, digest);
         assert_eq!(sandbox.load_counts(), (1, 0), "loaded from the cache");
+
+        // A lock that names other bytes is not overruled by the memo: the
+        // file is read, and refused.
+        let locked = [("tools/t.wasm".to_string(), crate::digest::sha256(b"locked"))].into();
+        let installed = Known {
+            digests: &locked,
+            memo: Some(memo),
+        };
+        let skill_locked = loaded(root.path(), &dir, installed);
+        let Err(why) = prepare(&skill_locked, "tools/t.wasm", &sandbox) else {
+            panic!("code other than the locked was prepared");
+        };
+        assert!(
+            why.contains("changed since skill `unread` was loaded"),
+            "{why}"
+        );
 
         // Written again, with the same bytes: read, and refused.
         std::fs::write(&component, on_disk).unwrap();
