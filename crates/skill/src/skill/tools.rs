@@ -122,11 +122,11 @@ pub fn resolve(skill: &Skill, sandbox: &Arc<Sandbox>) -> Resolution {
 /// handle pinned when the catalog was built, with their SHA-256, and only
 /// if they are still the ones the catalog recorded: code changed under a
 /// loaded skill does not run with that skill's grants until a reload
-/// checks it again (a change a stamp cannot see is not run either: the
-/// code compiled from the recorded bytes is, while it is cached). These bytes are hashed whatever the catalog took its
-/// digest from, because they are what is described and compiled; a
-/// remembered digest they do not match is forgotten, so the reload hashes
-/// the file.
+/// checks it again (nor does a change a stamp cannot see: the code
+/// compiled from the recorded bytes runs while it is cached). These bytes
+/// are hashed whatever the catalog took its digest from, because they are
+/// what is described and compiled; a remembered digest they do not match
+/// is forgotten, so the reload hashes the file.
 fn checked_bytes(
     skill: &Skill,
     rel: &str,
