@@ -330,6 +330,14 @@ mod tests {
         skill.unwrap_or_else(|| panic!("{diags:?}"))
     }
 
+    /// Why `prepare` refused the skill's component, which it must.
+    fn refusal(skill: &Skill, sandbox: &Arc<Sandbox>) -> String {
+        match prepare(skill, "tools/t.wasm", sandbox) {
+            Ok(_) => panic!("skill `{}`: its component was prepared", skill.name()),
+            Err(why) => why,
+        }
+    }
+
     /// An installed skill takes its component's digest from the lock
     /// instead of hashing the file at load; the code read later must match
     /// the lock.
@@ -353,17 +361,13 @@ mod tests {
         );
 
         let sandbox = Arc::new(Sandbox::with_options(&Default::default(), None).unwrap());
-        let Err(why) = prepare(&skill, "tools/t.wasm", &sandbox) else {
-            panic!("code other than the locked was prepared");
-        };
+        let why = refusal(&skill, &sandbox);
         assert!(
             why.contains("changed since skill `locked` was loaded"),
             "{why}"
         );
         std::fs::write(&component, locked_bytes).unwrap();
-        let Err(why) = prepare(&skill, "tools/t.wasm", &sandbox) else {
-            panic!("a file that is no component was prepared");
-        };
+        let why = refusal(&skill, &sandbox);
         assert!(!why.contains("changed since"), "{why}");
     }
 
@@ -397,9 +401,7 @@ mod tests {
         let skill = loaded(root.path(), &dir, remembering);
         assert_eq!(skill.component_digest("tools/t.wasm"), Some(right.as_str()));
         assert_eq!(memo.digest_of(&stamp), Some(right.clone()));
-        let Err(why) = prepare(&skill, "tools/t.wasm", &sandbox) else {
-            panic!("a file that is no component was prepared");
-        };
+        let why = refusal(&skill, &sandbox);
         assert!(!why.contains("changed since"), "{why}");
 
         // A memo whose entry for this very stamp names other bytes.
@@ -407,9 +409,7 @@ mod tests {
         memo.remember(stamp, &other);
         let skill = loaded(root.path(), &dir, remembering);
         assert_eq!(skill.component_digest("tools/t.wasm"), Some(other.as_str()));
-        let Err(why) = prepare(&skill, "tools/t.wasm", &sandbox) else {
-            panic!("code that does not match its digest was prepared");
-        };
+        let why = refusal(&skill, &sandbox);
         assert!(
             why.contains("changed since skill `remembered` was loaded"),
             "{why}"
@@ -465,9 +465,7 @@ mod tests {
             memo: Some(memo),
         };
         let skill_locked = loaded(root.path(), &dir, installed);
-        let Err(why) = prepare(&skill_locked, "tools/t.wasm", &sandbox) else {
-            panic!("code other than the locked was prepared");
-        };
+        let why = refusal(&skill_locked, &sandbox);
         assert!(
             why.contains("changed since skill `unread` was loaded"),
             "{why}"
@@ -475,9 +473,7 @@ mod tests {
 
         // Written again, with the same bytes: read, and refused.
         std::fs::write(&component, on_disk).unwrap();
-        let Err(why) = prepare(&skill, "tools/t.wasm", &sandbox) else {
-            panic!("a rewritten file was not read again");
-        };
+        let why = refusal(&skill, &sandbox);
         assert!(
             why.contains("changed since skill `unread` was loaded"),
             "{why}"

@@ -283,8 +283,9 @@ impl Peer {
 }
 
 /// How long after the last write a skill's files count as settled for
-/// the digest memo (a second), with a margin.
-const SETTLED_AFTER_WRITING: Duration = Duration::from_millis(1_100);
+/// the digest memo, with a margin.
+const SETTLED_AFTER_WRITING: Duration =
+    skillbox_sandbox::stamp::SETTLED_AFTER.saturating_add(Duration::from_millis(100));
 
 async fn startup(exe: &Path, skills: &Path) -> anyhow::Result<Stats> {
     let mut samples = Vec::new();
