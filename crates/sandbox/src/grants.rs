@@ -10,14 +10,6 @@ use cap_std::fs::Dir;
 
 use super::egress::NetRule;
 
-/// Whether `/proc/self/fd` reopens handles here (procfs is mounted).
-/// Asked once: every call preopens through it.
-#[cfg(target_os = "linux")]
-fn proc_self_fd() -> bool {
-    static MOUNTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    *MOUNTED.get_or_init(|| Path::new("/proc/self/fd").is_dir())
-}
-
 /// A folder opened once and kept open: every call that mounts it gets this
 /// very folder, whatever its path names later. Renaming the folder, or
 /// swapping a symlink in at its path, does not change what a call sees.
@@ -39,16 +31,21 @@ impl PinnedDir {
         Ok(PinnedDir::new(Arc::new(dir), path.to_path_buf()))
     }
 
-    /// The path wasmtime-wasi opens for the preopen. On Linux this is the
-    /// open handle itself (`/proc/self/fd/N`), which resolves to the pinned
-    /// folder and never to whatever now sits at its old path.
-    pub fn preopen_path(&self) -> PathBuf {
-        #[cfg(target_os = "linux")]
-        if proc_self_fd() {
-            use std::os::fd::AsRawFd;
-            return PathBuf::from(format!("/proc/self/fd/{}", self.dir.as_raw_fd()));
-        }
-        self.opened_at.clone()
+    /// A new open description of the pinned folder, for one call's
+    /// preopen, with the flags wasmtime-wasi gives a folder it opens
+    /// itself. `openat(handle, ".")` reaches the very folder the handle
+    /// holds, whatever its path names now, without walking a path: opened
+    /// anew through `/proc/self/fd/N`, it was a sixth of a sandboxed
+    /// call.
+    pub fn reopen(&self) -> std::io::Result<std::fs::File> {
+        use rustix::fs::{Mode, OFlags};
+        #[cfg(any(target_os = "linux", target_os = "android"))]
+        let handle_only = OFlags::PATH;
+        #[cfg(not(any(target_os = "linux", target_os = "android")))]
+        let handle_only = OFlags::empty();
+        let flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::CLOEXEC | handle_only;
+        let fd = rustix::fs::openat(&*self.dir, c".", flags, Mode::empty())?;
+        Ok(std::fs::File::from(fd))
     }
 
     /// The path it was opened at, for a program of the host's, which
@@ -191,5 +188,32 @@ impl Grants {
             parts.push(format!("programs {}", names.join(",")));
         }
         parts.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_reopened_folder_is_the_pinned_one_whatever_its_path_names_now() {
+        let root = tempfile::tempdir().unwrap();
+        let granted = root.path().join("granted");
+        std::fs::create_dir(&granted).unwrap();
+        std::fs::write(granted.join("mine"), "").unwrap();
+        let pinned = PinnedDir::open(&granted).unwrap();
+        let elsewhere = root.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::write(elsewhere.join("theirs"), "").unwrap();
+        std::fs::rename(&granted, root.path().join("moved")).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &granted).unwrap();
+
+        let reopened = Dir::from_std_file(pinned.reopen().unwrap());
+        let names: Vec<String> = reopened
+            .entries()
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert_eq!(names, ["mine"]);
     }
 }

@@ -18,9 +18,9 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::egress::{Egress, NetLimits, NetLog, NetTrace};
 use super::error::SandboxError;
-use super::fsguard::{FsGuard, GuardedFs, GuardedView, QuotaLimits};
+use super::fsguard::{FsGuard, GuardedFs, GuardedView, PinnedPreopen, QuotaLimits};
 use super::grants::{
-    DOOR_MOUNT, Grants, PACKAGES_MOUNT, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT,
+    DOOR_MOUNT, Grants, PACKAGES_MOUNT, PinnedDir, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT,
 };
 use super::limits::Limits;
 use super::output::CappedPipe;
@@ -223,28 +223,26 @@ pub(crate) fn new_store(
     for (key, value) in &grants.env {
         wasi.env(key, value);
     }
+    let cannot_open = |guest: &str| {
+        SandboxError::Host(format!(
+            "cannot open the folder granted at {guest}; check that it exists and is readable"
+        ))
+    };
     let preopen = |wasi: &mut WasiCtxBuilder, host: &std::path::Path, guest: &str, perms| {
         wasi.preopened_dir(host, guest, perms)
             .map(|_| ())
-            .map_err(|_| {
-                SandboxError::Host(format!(
-                    "cannot open the folder granted at {guest}; check that it exists and is readable"
-                ))
-            })
+            .map_err(|_| cannot_open(guest))
     };
-    preopen(
-        &mut wasi,
-        &scratch.dir().preopen_path(),
-        SCRATCH_MOUNT,
-        FsPerms::ReadWrite,
-    )?;
+    // Folders the host holds open are preopened from their handles (see
+    // `fsguard::PinnedPreopen`), the rest by their paths.
+    let pinned = |dir: &PinnedDir, guest: &'static str, perms| {
+        dir.reopen()
+            .map(|file| PinnedPreopen::new(file, guest, perms))
+            .map_err(|_| cannot_open(guest))
+    };
+    let mut pinned_preopens = vec![pinned(scratch.dir(), SCRATCH_MOUNT, FsPerms::ReadWrite)?];
     if let Some(skill) = &grants.skill_dir {
-        preopen(
-            &mut wasi,
-            &skill.preopen_path(),
-            SKILL_MOUNT,
-            FsPerms::ReadOnly,
-        )?;
+        pinned_preopens.push(pinned(skill, SKILL_MOUNT, FsPerms::ReadOnly)?);
     }
     if let Some(packages) = &grants.packages {
         preopen(&mut wasi, packages, PACKAGES_MOUNT, FsPerms::ReadOnly)?;
@@ -303,6 +301,7 @@ pub(crate) fn new_store(
                 entries: limits.workspace_entries,
             },
         )
+        .with_pinned_preopens(pinned_preopens)
         .with_stage(stage)
         .with_door(door)
         .with_workspace_root(

@@ -20,7 +20,12 @@ use crate::protect::{self, Last};
 
 impl preopens::Host for GuardedView<'_> {
     fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
-        let dirs = preopens::Host::get_directories(&mut self.filesystem())?;
+        let mut dirs = Vec::new();
+        for pinned in self.fs_guard().pinned_preopens.clone() {
+            let fd = self.table().push(Descriptor::Dir(pinned.dir))?;
+            dirs.push((fd, pinned.guest.to_string()));
+        }
+        dirs.extend(preopens::Host::get_directories(&mut self.filesystem())?);
         for (fd, guest) in &dirs {
             if guest == crate::grants::DOOR_MOUNT {
                 // The door's files count against the scratch quota.

@@ -35,6 +35,7 @@ use wasmtime_wasi::filesystem::{Descriptor as FsDescriptor, WasiFilesystemCtxVie
 use wasmtime_wasi::p2::bindings::filesystem::types::{Descriptor, ErrorCode};
 use wasmtime_wasi::p2::bindings::filesystem::{preopens, types};
 use wasmtime_wasi::p2::{DynOutputStream, FsError, FsResult};
+use wasmtime_wasi::{FsPerms, OpenMode};
 
 use super::mount::{Mount, QuotaKind};
 use super::protect::Refusal;
@@ -60,6 +61,44 @@ pub(crate) struct FsGuard {
     /// The door's preopened descriptors (a guest may ask for the
     /// preopens more than once, and gets new handles each time).
     door_roots: std::collections::HashSet<u32>,
+    /// Preopens made from folders the host holds open, listed before
+    /// wasmtime-wasi's own (which it opens by path).
+    pinned_preopens: Vec<PinnedPreopen>,
+}
+
+/// A preopen made from a handle the host already holds rather than from
+/// a path. wasmtime-wasi's builder takes only paths, and the only path to
+/// an open handle, `/proc/self/fd/N`, costs a procfs walk per call; a
+/// handle reopened with `openat(handle, ".")` is the same folder with the
+/// same flags and is handed to the guest as wasmtime-wasi's own `Dir`.
+#[derive(Clone)]
+pub(crate) struct PinnedPreopen {
+    dir: wasmtime_wasi::filesystem::Dir,
+    guest: &'static str,
+}
+
+impl std::fmt::Debug for PinnedPreopen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PinnedPreopen")
+            .field("guest", &self.guest)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PinnedPreopen {
+    pub(crate) fn new(dir: std::fs::File, guest: &'static str, perms: FsPerms) -> Self {
+        let mode = match perms {
+            FsPerms::ReadOnly => OpenMode::READ,
+            FsPerms::ReadWrite => OpenMode::READ | OpenMode::WRITE,
+        };
+        // Blocking work goes to the blocking pool, as for the builder's
+        // preopens (its default).
+        let blocking_on_caller = false;
+        PinnedPreopen {
+            dir: wasmtime_wasi::filesystem::Dir::new(dir, perms, mode, blocking_on_caller),
+            guest,
+        }
+    }
 }
 
 impl FsGuard {
@@ -73,7 +112,14 @@ impl FsGuard {
             staged: None,
             door: None,
             door_roots: Default::default(),
+            pinned_preopens: Vec::new(),
         }
+    }
+
+    /// The preopens made from the host's open handles.
+    pub(crate) fn with_pinned_preopens(mut self, preopens: Vec<PinnedPreopen>) -> Self {
+        self.pinned_preopens = preopens;
+        self
     }
 
     /// Sends the call's `/workspace` through `stage`: its changes are kept
