@@ -235,13 +235,13 @@ impl Host {
                 let Some((skill, _)) = split_tool_name(name) else {
                     return false;
                 };
-                let Some(tool) = self
+                let Some(effect) = self
                     .cached_tools_of(skill)
-                    .and_then(|tools| tools.iter().find(|t| &t.name == name).cloned())
+                    .and_then(|tools| tools.iter().find(|t| &t.name == name).map(|t| t.effect))
                 else {
                     return false;
                 };
-                tool.effect.into()
+                effect.into()
             }
             Target::ComponentTool { .. } => return false,
         };

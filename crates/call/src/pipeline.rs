@@ -536,7 +536,7 @@ fn reply(call: &mut Call<'_>, settled: Settled) -> (Result<CallReply, CallError>
             outcome: redact_outcome(redactor, output.outcome),
             notes,
             warnings: output.refusals.iter().map(|w| redactor.text(w)).collect(),
-            tool: call.prepared.tool.clone(),
+            tool: call.prepared.tool.take(),
             stderr: redactor.text(&output.stderr),
             usage: output.usage,
             network: settled.network,

@@ -16,13 +16,29 @@ use super::egress::NetRule;
 #[derive(Clone)]
 pub struct PinnedDir {
     dir: Arc<Dir>,
-    /// Where it was opened; used only where the OS cannot reopen a handle.
+    /// Device and inode, read once: a handle's folder never changes.
+    identity: Option<(u64, u64)>,
+    /// Where it was opened, for a program of the host's.
     opened_at: PathBuf,
 }
 
 impl PinnedDir {
     pub fn new(dir: Arc<Dir>, opened_at: PathBuf) -> Self {
-        PinnedDir { dir, opened_at }
+        use cap_std::fs::MetadataExt;
+        let identity = dir.dir_metadata().ok().map(|m| (m.dev(), m.ino()));
+        PinnedDir {
+            dir,
+            identity,
+            opened_at,
+        }
+    }
+
+    /// The same pinned folder, known by the path `opened_at`.
+    pub fn known_at(&self, opened_at: &Path) -> PinnedDir {
+        PinnedDir {
+            opened_at: opened_at.to_path_buf(),
+            ..self.clone()
+        }
     }
 
     /// Opens and pins the folder at `path`.
@@ -61,8 +77,7 @@ impl PinnedDir {
 
     /// Device and inode of the pinned folder.
     pub fn identity(&self) -> Option<(u64, u64)> {
-        use cap_std::fs::MetadataExt;
-        self.dir.dir_metadata().ok().map(|m| (m.dev(), m.ino()))
+        self.identity
     }
 
     /// Whether `path` still leads to the pinned folder.

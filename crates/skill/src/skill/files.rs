@@ -53,6 +53,8 @@ pub enum ReadError {
 #[derive(Clone)]
 pub struct SkillDir {
     dir: Arc<Dir>,
+    /// The same handle as a mount, made once: a call checks its identity.
+    pinned: PinnedDir,
     rule: Arc<FileRule>,
 }
 
@@ -64,9 +66,11 @@ impl std::fmt::Debug for SkillDir {
 
 impl SkillDir {
     pub fn open(path: &Path) -> Result<Self, ReadError> {
-        let dir = Dir::open_ambient_dir(path, ambient_authority()).map_err(|e| classify(&e))?;
+        let dir =
+            Arc::new(Dir::open_ambient_dir(path, ambient_authority()).map_err(|e| classify(&e))?);
         let mut opened = SkillDir {
-            dir: Arc::new(dir),
+            pinned: PinnedDir::new(dir.clone(), path.to_path_buf()),
+            dir,
             rule: Arc::default(),
         };
         let gitignore = opened
@@ -151,7 +155,7 @@ impl SkillDir {
 
     /// The same folder as a mount for the sandbox.
     pub fn pinned(&self, opened_at: &Path) -> PinnedDir {
-        PinnedDir::new(self.dir.clone(), opened_at.to_path_buf())
+        self.pinned.known_at(opened_at)
     }
 
     /// Reads `rel` whole, refusing files over `limit` bytes (detected by
