@@ -26,6 +26,36 @@ import pkgutil  # noqa: E401,F401
 # What skillbox_process.install patches on every run (the Unix socket
 # probe): imported from source at each run, it was 7 ms of a print(1).
 import socket  # noqa: E401,F401
+
+
+def _warm_argparse():
+    """Builds and uses one parser of the shapes scripts declare, so the
+    regular expressions argparse compiles on first use (its help
+    formatter's, its option and nargs patterns) sit in `re`'s cache in the
+    snapshot, and what gettext imports on its first message is imported:
+    the first parser of each run took 1.8 ms, the next ones 0.25 ms. The
+    cache maps a pattern to its compiled form, which nothing about a run
+    changes."""
+    parser = argparse.ArgumentParser(prog="warm", description="warm")
+    parser.add_argument("source")
+    parser.add_argument("rest", nargs="*")
+    parser.add_argument("-o", "--output", default=None)
+    parser.add_argument("-n", "--count", type=int, default=1)
+    parser.add_argument("-v", "--verbose", action="store_true")
+    parser.add_argument("--tags", nargs="+", default=[])
+    parser.add_argument("--mode", choices=["a", "b"], default="a")
+    parser.add_argument("--maybe", nargs="?", const="c")
+    commands = argparse.ArgumentParser(prog="warm")
+    sub = commands.add_subparsers(dest="command")
+    sub.add_parser("one").add_argument("value", nargs="?")
+    parser.parse_args(["in", "x", "-o", "out", "--count", "2", "-v", "--tags", "t", "--maybe"])
+    parser.parse_args(["in", "--mode=b", "--", "-1"])
+    commands.parse_args(["one", "v"])
+    parser.format_help()
+    parser.format_usage()
+
+
+_warm_argparse()
 from componentize_py_types import Err
 from wit_world import exports
 from wit_world.imports import environment

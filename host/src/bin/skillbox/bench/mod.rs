@@ -216,6 +216,31 @@ fn write_skill(
 /// Loading the component `bytes` with the optimizing compiler: `compiles`
 /// times with an empty compiled-code cache (the first fills `cache`), then
 /// from `cache` in new sandboxes, as a new process would.
+/// The warm script rows run the runtime the library finds (its
+/// environment variable first), while the cold rows compile the file given
+/// with `--python-runtime`: two different files would time Winch's quick
+/// code in the warm rows while Cranelift compiles the other in the
+/// background.
+fn same_runtime_as_the_library(given: &Path) -> anyhow::Result<()> {
+    let Some(found) = skillbox_skill::runtime::python::runtime_path() else {
+        return Ok(());
+    };
+    let same = match (std::fs::canonicalize(given), std::fs::canonicalize(&found)) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => false,
+    };
+    if !same {
+        bail!(
+            "--python-runtime is {} but the library runs {} (SKILLBOX_PYTHON_RUNTIME, or the \
+             installed runtime): the warm script rows would time one file and the cold rows the \
+             other. Give the same file to both.",
+            given.display(),
+            found.display()
+        );
+    }
+    Ok(())
+}
+
 fn load_times(bytes: &[u8], compiles: usize, cache: &Path) -> anyhow::Result<(Stats, Stats)> {
     let load = |dir: &Path| -> anyhow::Result<Duration> {
         let sandbox =
@@ -358,6 +383,7 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
     };
 
     let scripts = if args.python_runtime.is_file() && args.rust_command.is_file() {
+        same_runtime_as_the_library(&args.python_runtime)?;
         eprintln!(
             "bench: Python scripts: the runtime cold and cached, warm runs beside a Rust command component…"
         );
