@@ -22,7 +22,12 @@ impl preopens::Host for GuardedView<'_> {
     fn get_directories(&mut self) -> wasmtime::Result<Vec<(Resource<Descriptor>, String)>> {
         let mut dirs = Vec::new();
         for pinned in self.fs_guard().pinned_preopens.clone() {
-            let fd = self.table().push(Descriptor::Dir(pinned.dir))?;
+            let fd = self
+                .table()
+                .push(Descriptor::Dir(pinned.dir))
+                .map_err(|e| {
+                    wasmtime::Error::new(e).context(format!("preopen {}", pinned.guest))
+                })?;
             dirs.push((fd, pinned.guest.to_string()));
         }
         dirs.extend(preopens::Host::get_directories(&mut self.filesystem())?);

@@ -86,16 +86,18 @@ impl std::fmt::Debug for PinnedPreopen {
 }
 
 impl PinnedPreopen {
-    pub(crate) fn new(dir: std::fs::File, guest: &'static str, perms: FsPerms) -> Self {
+    pub(crate) fn new(
+        dir: std::fs::File,
+        guest: &'static str,
+        perms: FsPerms,
+        block_the_caller: bool,
+    ) -> Self {
         let mode = match perms {
             FsPerms::ReadOnly => OpenMode::READ,
             FsPerms::ReadWrite => OpenMode::READ | OpenMode::WRITE,
         };
-        // Blocking work goes to the blocking pool, as for the builder's
-        // preopens (its default).
-        let blocking_on_caller = false;
         PinnedPreopen {
-            dir: wasmtime_wasi::filesystem::Dir::new(dir, perms, mode, blocking_on_caller),
+            dir: wasmtime_wasi::filesystem::Dir::new(dir, perms, mode, block_the_caller),
             guest,
         }
     }

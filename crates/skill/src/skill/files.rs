@@ -52,8 +52,7 @@ pub enum ReadError {
 /// files are the skill (`fileset.rs`). Clones share the one handle.
 #[derive(Clone)]
 pub struct SkillDir {
-    dir: Arc<Dir>,
-    /// The same handle as a mount, made once: a call checks its identity.
+    /// The folder's handle, pinned once: each call checks its identity.
     pinned: PinnedDir,
     rule: Arc<FileRule>,
 }
@@ -66,11 +65,9 @@ impl std::fmt::Debug for SkillDir {
 
 impl SkillDir {
     pub fn open(path: &Path) -> Result<Self, ReadError> {
-        let dir =
-            Arc::new(Dir::open_ambient_dir(path, ambient_authority()).map_err(|e| classify(&e))?);
+        let dir = Dir::open_ambient_dir(path, ambient_authority()).map_err(|e| classify(&e))?;
         let mut opened = SkillDir {
-            pinned: PinnedDir::new(dir.clone(), path.to_path_buf()),
-            dir,
+            pinned: PinnedDir::new(Arc::new(dir), path.to_path_buf()),
             rule: Arc::default(),
         };
         let gitignore = opened
@@ -129,14 +126,15 @@ impl SkillDir {
             done.push(part);
             let here = done.join("/");
             let is_link = self
-                .dir
+                .pinned
+                .dir()
                 .symlink_metadata(&here)
                 .is_ok_and(|m| m.is_symlink());
             if !is_link {
                 continue;
             }
             links += 1;
-            let target = self.dir.read_link_contents(&here).ok()?;
+            let target = self.pinned.dir().read_link_contents(&here).ok()?;
             let target = target.to_str()?;
             if links > 40 || target.starts_with('/') {
                 return None;
@@ -151,6 +149,11 @@ impl SkillDir {
             }
         }
         Some(done.join("/"))
+    }
+
+    /// Whether `path` still leads to this folder.
+    pub fn still_at(&self, path: &Path) -> bool {
+        self.pinned.still_at(path)
     }
 
     /// The same folder as a mount for the sandbox.
@@ -169,7 +172,8 @@ impl SkillDir {
     pub(crate) fn open_regular(&self, rel: &str) -> Result<cap_std::fs::File, ReadError> {
         let rel = checked_relative(rel)?;
         let file = self
-            .dir
+            .pinned
+            .dir()
             .open_with(
                 rel,
                 OpenOptions::new()
@@ -190,7 +194,11 @@ impl SkillDir {
     /// The size of the regular file `rel`, through the handle (a symlink
     /// leaving the folder has no size here).
     pub fn file_size(&self, rel: &str) -> Option<u64> {
-        let meta = self.dir.metadata(checked_relative(rel).ok()?).ok()?;
+        let meta = self
+            .pinned
+            .dir()
+            .metadata(checked_relative(rel).ok()?)
+            .ok()?;
         meta.is_file().then(|| meta.len())
     }
 
@@ -198,7 +206,7 @@ impl SkillDir {
     pub fn is_file(&self, rel: &str) -> bool {
         checked_relative(rel)
             .ok()
-            .and_then(|r| self.dir.metadata(r).ok())
+            .and_then(|r| self.pinned.dir().metadata(r).ok())
             .is_some_and(|m| m.is_file())
     }
 
@@ -218,7 +226,7 @@ impl SkillDir {
     pub fn list_files(&self, sub: &str, max: usize) -> Vec<String> {
         let mut out = Vec::new();
         if self.rule.serves(sub)
-            && let Ok(dir) = self.dir.open_dir(sub)
+            && let Ok(dir) = self.pinned.dir().open_dir(sub)
         {
             self.walk(&dir, sub, 0, max, &mut out);
         }
@@ -230,7 +238,7 @@ impl SkillDir {
     /// relative to the folder.
     pub fn list_all_files(&self, max: usize) -> Vec<String> {
         let mut out = Vec::new();
-        self.walk(&self.dir, "", 0, max, &mut out);
+        self.walk(self.pinned.dir(), "", 0, max, &mut out);
         out.sort();
         out
     }
@@ -242,9 +250,10 @@ impl SkillDir {
             return Err(ReadError::NotServed);
         }
         let listing = if sub.is_empty() {
-            self.dir.entries()
+            self.pinned.dir().entries()
         } else {
-            self.dir
+            self.pinned
+                .dir()
                 .open_dir(checked_relative(sub)?)
                 .and_then(|d| d.entries())
         }

@@ -148,7 +148,7 @@ impl Skill {
     /// Whether the skill's path still leads to the folder that was loaded.
     /// A folder renamed or swapped for a symlink since then does not.
     pub fn is_in_place(&self) -> bool {
-        self.mount().still_at(&self.dir)
+        self.files.still_at(&self.dir)
     }
 
     /// Whether `rel` is a component the manifest names. Components run as

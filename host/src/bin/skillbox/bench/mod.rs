@@ -213,34 +213,37 @@ fn write_skill(
     Ok(())
 }
 
-/// Loading the component `bytes` with the optimizing compiler: `compiles`
-/// times with an empty compiled-code cache (the first fills `cache`), then
-/// from `cache` in new sandboxes, as a new process would.
 /// The warm script rows run the runtime the library finds (its
 /// environment variable first), while the cold rows compile the file given
-/// with `--python-runtime`: two different files would time Winch's quick
-/// code in the warm rows while Cranelift compiles the other in the
+/// with `--python-runtime`: with two different files the warm rows would
+/// time Winch's quick code while Cranelift compiles the other in the
 /// background.
 fn same_runtime_as_the_library(given: &Path) -> anyhow::Result<()> {
     let Some(found) = skillbox_skill::runtime::python::runtime_path() else {
         return Ok(());
     };
-    let same = match (std::fs::canonicalize(given), std::fs::canonicalize(&found)) {
+    let same_path = match (std::fs::canonicalize(given), std::fs::canonicalize(&found)) {
         (Ok(a), Ok(b)) => a == b,
         _ => false,
     };
-    if !same {
+    let same_bytes =
+        || matches!((std::fs::read(given), std::fs::read(&found)), (Ok(a), Ok(b)) if a == b);
+    if !same_path && !same_bytes() {
         bail!(
-            "--python-runtime is {} but the library runs {} (SKILLBOX_PYTHON_RUNTIME, or the \
-             installed runtime): the warm script rows would time one file and the cold rows the \
-             other. Give the same file to both.",
-            given.display(),
-            found.display()
+            "--python-runtime is {given} but the library runs {found} (SKILLBOX_PYTHON_RUNTIME, \
+             or the runtime next to the binary or installed): the warm script rows would time \
+             one file and the cold rows the other. Pass --python-runtime {found}, or set \
+             SKILLBOX_PYTHON_RUNTIME={given}.",
+            given = given.display(),
+            found = found.display()
         );
     }
     Ok(())
 }
 
+/// Loading the component `bytes` with the optimizing compiler: `compiles`
+/// times with an empty compiled-code cache (the first fills `cache`), then
+/// from `cache` in new sandboxes, as a new process would.
 fn load_times(bytes: &[u8], compiles: usize, cache: &Path) -> anyhow::Result<(Stats, Stats)> {
     let load = |dir: &Path| -> anyhow::Result<Duration> {
         let sandbox =
@@ -265,6 +268,9 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
         bail!("--iterations and --compiles must be at least 1");
     }
     let peer = peer(&args)?;
+    if args.python_runtime.is_file() {
+        same_runtime_as_the_library(&args.python_runtime)?;
+    }
     let trivial = std::fs::read(&args.trivial).with_context(|| {
         format!(
             "cannot read {}; build the guests first (scripts/build-guests)",
@@ -383,7 +389,6 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
     };
 
     let scripts = if args.python_runtime.is_file() && args.rust_command.is_file() {
-        same_runtime_as_the_library(&args.python_runtime)?;
         eprintln!(
             "bench: Python scripts: the runtime cold and cached, warm runs beside a Rust command component…"
         );
