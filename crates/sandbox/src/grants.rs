@@ -49,10 +49,10 @@ impl PinnedDir {
 
     /// A new open description of the pinned folder, for one call's
     /// preopen, with the flags wasmtime-wasi gives a folder it opens
-    /// itself on Linux (`O_PATH` there; without it elsewhere). `openat(handle, ".")` reaches the very folder the handle
-    /// holds, whatever its path names now, without walking a path: opened
-    /// anew through `/proc/self/fd/N`, it was a sixth of a sandboxed
-    /// call.
+    /// itself (`O_PATH` on Linux; without it elsewhere).
+    /// `openat(handle, ".")` reaches the very folder the handle holds,
+    /// whatever its path names now, without walking a path: opened anew
+    /// through `/proc/self/fd/N`, it was a sixth of a sandboxed call.
     pub fn reopen(&self) -> std::io::Result<std::fs::File> {
         use rustix::fs::{Mode, OFlags};
         #[cfg(any(target_os = "linux", target_os = "android"))]
