@@ -8,7 +8,7 @@ use std::path::Path;
 use serde_json::{Value, json};
 use skillbox_e2e::mcp::{
     Recorder, assert_says, assert_tool_error, call, connect_stateless, connect_stdio, serve_http,
-    stateless_call,
+    serve_http_with_env, stateless_call,
 };
 use skillbox_e2e::{Run, python_runtime, python_skill, run, run_script, skillbox, workspace};
 
@@ -747,6 +747,74 @@ fn fifos_and_links_out_of_the_workspace_are_refused_and_exit_codes_hold() {
         })
         .collect();
     assert_eq!(recorded, expected, "{audit}");
+}
+
+/// A FIFO put where a file was, after the guard looked and before the
+/// open (the worst moment for a process racing the call), never reaches the
+/// script and never holds the server: an open that returns is refused, in
+/// the staged workspace and in `/tmp` alike, and one that waits for a
+/// writer waits on the host's blocking pool, so the call still ends at its
+/// deadline and the next call is answered.
+#[tokio::test]
+async fn a_fifo_swapped_in_before_the_open_never_holds_the_server() {
+    if !python_runtime() {
+        return;
+    }
+    let skills = python_skill(
+        "racer",
+        &[(
+            "scripts/open.py",
+            "import os, sys\nmode, path = sys.argv[1:]\nif path.startswith('/tmp/'):\n    with open('/tmp/made.txt', 'w') as f:\n        f.write('made')\n    os.rename('/tmp/made.txt', path)\nwith open(path, mode) as f:\n    print('read', f.read(10))\n",
+        )],
+    );
+    let ws = workspace(&[
+        ("swap-1.txt", "one"),
+        ("swap-2.txt", "two"),
+        ("kept.txt", "kept"),
+    ]);
+    let (_server, url) = serve_http_with_env(
+        &[
+            "--skills",
+            skills.path().to_str().unwrap(),
+            "--workspace",
+            ws.path().to_str().unwrap(),
+            "--grant",
+            "racer:workspace=write",
+            "--grant",
+            "racer:timeout-ms=3000",
+        ],
+        &[("SKILLBOX_TEST_FIFO_BEFORE_OPEN", "swap-")],
+    );
+    // A server whose open held the call's thread would never answer.
+    let http = reqwest::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let run = |mode: &str, path: &str| {
+        let args = json!({"skill": "racer", "script": "scripts/open.py", "args": [mode, path]});
+        let http = http.clone();
+        let url = url.clone();
+        async move {
+            stateless_call(&http, &url, "run_script", args, json!({}))
+                .await
+                .unwrap()
+                .to_string()
+        }
+    };
+    // Read and write: Linux opens a FIFO so without waiting.
+    for path in ["/workspace/swap-1.txt", "/tmp/swap-3.txt"] {
+        let said = run("r+", path).await;
+        assert!(
+            said.contains("is a FIFO, socket or device"),
+            "{path}: {said}"
+        );
+        assert!(!said.contains("read "), "{path}: {said}");
+    }
+    // Read only: the open waits for a writer that never comes.
+    let said = run("r", "/workspace/swap-2.txt").await;
+    assert!(said.contains("wall-clock limit"), "{said}");
+    let said = run("r", "/workspace/kept.txt").await;
+    assert!(said.contains("read kept"), "{said}");
 }
 
 #[test]

@@ -345,7 +345,8 @@ async fn run_command(
 
 /// Runs `fut` under the wall-clock limit. The epoch callback normally stops
 /// the guest first with a precise error; this outer deadline also covers
-/// time spent blocked in host calls, where no epoch check runs.
+/// time spent waiting in host calls, where no epoch check runs (an open on
+/// the blocking pool, the network, a program's door).
 async fn with_deadline<T>(
     limits: &Limits,
     fut: impl Future<Output = wasmtime::Result<T>>,

@@ -18,7 +18,9 @@ use wasmtime_wasi_http::{WasiHttpCtx, WasiHttpCtxView, WasiHttpView};
 
 use super::egress::{Egress, NetLimits, NetLog, NetTrace};
 use super::error::SandboxError;
-use super::fsguard::{FsGuard, GuardedFs, GuardedView, PinnedPreopen, QuotaLimits};
+use super::fsguard::{
+    FILE_WORK_ON_CALLER, FsGuard, GuardedFs, GuardedView, PinnedPreopen, QuotaLimits,
+};
 use super::grants::{
     DOOR_MOUNT, Grants, PACKAGES_MOUNT, PinnedDir, SCRATCH_MOUNT, SKILL_MOUNT, WORKSPACE_MOUNT,
 };
@@ -27,11 +29,6 @@ use super::output::CappedPipe;
 use super::program::{Door, DoorSetting, ProgramRun};
 use super::scratch::{ScratchLease, ScratchPool};
 use super::stage::Stage;
-
-/// Whether a preopen's blocking file work runs on the calling thread
-/// rather than the blocking pool; the same for the builder's preopens and
-/// the pinned ones.
-const PREOPENS_BLOCK_THE_CALLER: bool = false;
 
 /// Raised by the limiter when the guest asks for more memory than allowed.
 #[derive(Debug, thiserror::Error)]
@@ -218,7 +215,7 @@ pub(crate) fn new_store(
         .map_err(|e| SandboxError::Host(format!("cannot create the scratch folder: {e}")))?;
 
     let mut wasi = WasiCtxBuilder::new();
-    wasi.allow_blocking_current_thread(PREOPENS_BLOCK_THE_CALLER);
+    wasi.allow_blocking_current_thread(FILE_WORK_ON_CALLER);
     wasi.stdin(MemoryInputPipe::new(io.stdin.clone()))
         .stdout(io.stdout.clone())
         .stderr(io.stderr.clone())
@@ -243,7 +240,7 @@ pub(crate) fn new_store(
     // `fsguard::PinnedPreopen`), the rest by their paths.
     let pinned = |dir: &PinnedDir, guest: &'static str, perms| {
         dir.reopen()
-            .map(|file| PinnedPreopen::new(file, guest, perms, PREOPENS_BLOCK_THE_CALLER))
+            .map(|file| PinnedPreopen::new(file, guest, perms, FILE_WORK_ON_CALLER))
             .map_err(|_| cannot_open(guest))
     };
     let mut pinned_preopens = vec![pinned(scratch.dir(), SCRATCH_MOUNT, FsPerms::ReadWrite)?];

@@ -12,9 +12,10 @@ use wasmtime_wasi::p2::bindings::filesystem::types::{
 };
 use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, FsError, FsResult};
 
+use super::streams::{FileReader, FileWriter};
 use super::{
-    GuardedView, Mount, QuotaKind, counted, door, file_size, guard, overlay, refused, spend,
-    spend_write,
+    GuardedView, Mount, QuotaKind, counted, door, file_size, guard, host_file, overlay, refused,
+    spend, spend_write,
 };
 use crate::protect::{self, Last};
 
@@ -81,7 +82,18 @@ impl HostDescriptor for GuardedView<'_> {
         // there becomes part of the file with its first byte.
         spend_write(self, &fd, offset, 0)?;
         let budget = self.fs_guard().budget_of(&fd);
+        // wasmtime-wasi's checks (a file, writable), then a writer that
+        // writes on the call's thread in place of its stream.
+        let file = host_file(self, &fd);
         let stream = HostDescriptor::write_via_stream(&mut self.filesystem(), fd, offset)?;
+        let stream = match file {
+            Some(file) => {
+                self.table().delete(stream)?;
+                let writer: DynOutputStream = Box::new(FileWriter::new(file, offset));
+                self.table().push(writer)?
+            }
+            None => stream,
+        };
         counted(self, stream, budget)
     }
 
@@ -132,10 +144,7 @@ impl HostDescriptor for GuardedView<'_> {
                     | DescriptorType::SymbolicLink
             )
         {
-            self.fs_guard().refusals.push(format!(
-                "refused to open `{path}`: it is a FIFO, socket or device, which the sandbox \
-                 never opens (opening one can wait for ever); use a regular file"
-            ));
+            self.fs_guard().refusals.push(super::not_a_file(&path));
             return refused(ErrorCode::NotPermitted);
         }
         let changes = oflags.intersects(OpenFlags::CREATE | OpenFlags::TRUNCATE)
@@ -156,9 +165,7 @@ impl HostDescriptor for GuardedView<'_> {
         {
             spend(Some(&budget), QuotaKind::Entries, 1)?;
         }
-        let child =
-            HostDescriptor::open_at(&mut self.filesystem(), fd, path_flags, path, oflags, flags)
-                .await?;
+        let child = super::open_on_pool(self, fd, path_flags, path, oflags, flags).await?;
         self.fs_guard().tag(&child, mount);
         Ok(child)
     }
@@ -391,7 +398,12 @@ impl HostDescriptor for GuardedView<'_> {
         fd: Resource<Descriptor>,
         offset: Filesize,
     ) -> FsResult<Resource<DynInputStream>> {
-        HostDescriptor::read_via_stream(&mut self.filesystem(), fd, offset)
+        let file = match self.table().get(&fd)? {
+            Descriptor::File(f) => f.file.clone(),
+            Descriptor::Dir(_) => return refused(ErrorCode::IsDirectory),
+        };
+        let reader: DynInputStream = Box::new(FileReader::new(file, offset));
+        Ok(self.table().push(reader)?)
     }
 
     async fn is_same_object(

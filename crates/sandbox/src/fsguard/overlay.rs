@@ -81,7 +81,12 @@ pub(super) fn preopened(
         // The host's own handle on the workspace: the guest may drop the
         // preopen it was given (and ask for the preopens again).
         let lower = staged.stage.overlay.lower().try_clone()?.into_std_file();
-        let dir = FsDir::new(lower, FsPerms::ReadWrite, OpenMode::READ, false);
+        let dir = FsDir::new(
+            lower,
+            FsPerms::ReadWrite,
+            OpenMode::READ,
+            super::FILE_WORK_ON_CALLER,
+        );
         let lower: Resource<FsDescriptor> = state.table().push(FsDescriptor::Dir(dir))?;
         let own = self::staged(state);
         own.lower_root = Some(lower.rep());
@@ -99,7 +104,7 @@ fn push_upper(state: &mut GuardedView<'_>) -> wasmtime::Result<()> {
         upper,
         FsPerms::ReadWrite,
         OpenMode::READ | OpenMode::WRITE,
-        false,
+        super::FILE_WORK_ON_CALLER,
     );
     let upper: Resource<FsDescriptor> = state.table().push(FsDescriptor::Dir(dir))?;
     let staged = staged(state);
@@ -225,15 +230,8 @@ pub(super) async fn open_at(
         Err(d) => return deny(state, d),
     };
     let fd = root(state, side);
-    let opened = HostDescriptor::open_at(
-        &mut state.filesystem(),
-        fd,
-        path_flags,
-        rel(&path).to_string(),
-        oflags,
-        flags,
-    )
-    .await;
+    let opened =
+        super::open_on_pool(state, fd, path_flags, rel(&path).to_string(), oflags, flags).await;
     if let Ok(child) = &opened {
         state.fs_guard().tag_rep(child.rep(), Mount::Workspace);
         staged(state).paths.insert(child.rep(), (path, side));
@@ -321,10 +319,7 @@ fn place_existing(
         _ if exclusive => Err(ErrorCode::Exist.into()),
         Kind::Dir if writes => Err(ErrorCode::IsDirectory.into()),
         Kind::Dir => Ok(Side::Lower),
-        Kind::Other => Err(Deny::Refused(format!(
-            "refused to open `{path}`: it is a FIFO, socket or device, which the sandbox \
-             never opens (opening one can wait for ever); use a regular file"
-        ))),
+        Kind::Other => Err(Deny::Refused(super::not_a_file(path))),
         Kind::Link if writes && follow => Err(Deny::Refused(format!(
             "refused to write through the symbolic link `{path}`: a call's workspace changes \
              are staged by path; write to the link's target instead"

@@ -636,6 +636,13 @@ pub(crate) fn run(args: BenchArgs) -> anyhow::Result<std::process::ExitCode> {
                 ),
             ),
         ]);
+        let files = &s.file_work;
+        rows.extend([
+            Row::timed("a script's file work, per operation: stat", &files.stat),
+            Row::timed("  open, read and close a small file", &files.read),
+            Row::timed("  list a folder", &files.list),
+            Row::timed("  write a small file to /tmp", &files.write),
+        ]);
         if let Some(granted) = &s.granted_true {
             // What the OS sandbox adds to spawning `true`: the script's
             // run less the script alone and less a direct spawn.

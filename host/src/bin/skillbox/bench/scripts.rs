@@ -33,6 +33,18 @@ pub(super) struct ScriptFigures {
     /// A script whose only work is running the granted host program
     /// `true` in the OS sandbox; None where that sandbox cannot run.
     pub granted_true: Option<Stats>,
+    /// A script's own file operations, each timed inside the script.
+    pub file_work: FileWork,
+}
+
+/// What one file operation of a script costs, timed inside the script, so
+/// that each figure is the operation's (the guest's work and the host's
+/// behind it), not the run's.
+pub(super) struct FileWork {
+    pub stat: Stats,
+    pub read: Stats,
+    pub list: Stats,
+    pub write: Stats,
 }
 
 const SCRIPT: &str = "import argparse, json, pathlib, re, sys\n\
@@ -43,6 +55,28 @@ print(json.dumps({'n': len(a.words), 'ok': bool(re.match('a', 'abc'))}))\n";
 
 /// The smallest script, run both as a file of the skill and as code.
 const SMALLEST: &str = "print(1)\n";
+
+/// Each file operation 100 times, on the skill's files and the call's
+/// `/tmp`; prints the seconds each took on average, as JSON.
+const FILE_WORK: &str = r#"import json, os, time
+def each(op, n=100):
+    start = time.perf_counter()
+    for _ in range(n):
+        op()
+    return (time.perf_counter() - start) / n
+def read():
+    with open('/skill/scripts/one.py', 'rb') as f:
+        f.read()
+def write():
+    with open('/tmp/note.txt', 'wb') as f:
+        f.write(b'a small file\n')
+print(json.dumps({
+    'stat': each(lambda: os.stat('/skill/scripts/one.py')),
+    'read': each(read),
+    'list': each(lambda: os.listdir('/skill/scripts')),
+    'write': each(write),
+}))
+"#;
 
 /// A nested run of the sandbox's own Python.
 const NESTED: &str =
@@ -65,6 +99,7 @@ fn skills(rust_command: &Path) -> anyhow::Result<tempfile::TempDir> {
             ("scripts/one.py", SMALLEST),
             ("scripts/nested.py", NESTED),
             ("scripts/true.py", GRANTED_TRUE),
+            ("scripts/files.py", FILE_WORK),
         ],
     )?;
     std::fs::copy(rust_command, skill.join("scripts/check.wasm"))?;
@@ -167,5 +202,45 @@ pub(super) async fn run(
         smallest_code: run_code_n(&skillbox, iterations).await?,
         nested_python: run_n(&skillbox, "scripts/nested.py", iterations).await?,
         granted_true,
+        file_work: file_work(&skillbox, iterations.clamp(3, 15)).await?,
+    })
+}
+
+/// `runs` runs of the file-work script; each figure is a median over runs.
+async fn file_work(skillbox: &Skillbox, runs: usize) -> anyhow::Result<FileWork> {
+    let mut seconds: [Vec<std::time::Duration>; 4] = Default::default();
+    for _ in 0..runs {
+        let out = skillbox
+            .run_script(
+                "bench-scripts",
+                "scripts/files.py",
+                Vec::new(),
+                Vec::new(),
+                &CancellationToken::new(),
+            )
+            .await
+            .context("running the file-work script")?;
+        if out.exit_code != 0 {
+            bail!(
+                "the file-work script exited {}: {}",
+                out.exit_code,
+                out.stderr
+            );
+        }
+        let figures: serde_json::Value =
+            serde_json::from_str(&out.stdout).context("the file-work script's figures")?;
+        for (samples, key) in seconds.iter_mut().zip(["stat", "read", "list", "write"]) {
+            let each = figures[key]
+                .as_f64()
+                .with_context(|| format!("the file-work script gave no `{key}`"))?;
+            samples.push(std::time::Duration::from_secs_f64(each));
+        }
+    }
+    let [stat, read, list, write] = seconds.map(Stats::of);
+    Ok(FileWork {
+        stat,
+        read,
+        list,
+        write,
     })
 }
