@@ -817,6 +817,42 @@ async fn a_fifo_swapped_in_before_the_open_never_holds_the_server() {
     assert!(said.contains("read kept"), "{said}");
 }
 
+/// A file opened with `create` but not for writing is, when it exists,
+/// the user's own file: a write through that handle (a direct WASI call,
+/// which wasmtime-wasi would let through) never reaches it, in a dry run
+/// or a call that commits.
+#[test]
+fn a_file_opened_to_create_but_not_write_is_never_written_in_place() {
+    if !python_runtime() {
+        return;
+    }
+    let skills = python_skill(
+        "creator",
+        &[(
+            "scripts/poke.py",
+            "import os\nfd = os.open('/workspace/a.txt', os.O_CREAT | os.O_RDONLY)\ntry:\n    os.write(fd, b'EVIL')\nexcept OSError as e:\n    print('refused:', e)\n",
+        )],
+    );
+    let ws = workspace(&[("a.txt", "original")]);
+    let grant = [
+        "--workspace",
+        ws.path().to_str().unwrap(),
+        "--grant",
+        "creator:workspace=write",
+    ];
+    for mode in [&["--dry-run"][..], &[]] {
+        let flags: Vec<&str> = grant.iter().chain(mode).copied().collect();
+        let out = run_script(skills.path(), "creator/scripts/poke.py", &flags, &[]);
+        assert_eq!(out.code, 0, "{mode:?}: {out:?}");
+        out.stdout_says(&["refused:", "Bad file descriptor"]);
+        assert_eq!(
+            std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
+            "original",
+            "{mode:?}"
+        );
+    }
+}
+
 #[test]
 fn a_missing_or_damaged_runtime_says_how_to_install_it() {
     let skills = python_skill("plain", &[("scripts/hi.py", "print('hi')\n")]);

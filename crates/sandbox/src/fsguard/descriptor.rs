@@ -62,6 +62,15 @@ impl types::Host for GuardedView<'_> {
     }
 }
 
+/// A staged call's writes go to the stage: a file open in the workspace
+/// itself is never written, as if it were open for reading only.
+fn refuse_below(state: &mut GuardedView<'_>, fd: &Resource<Descriptor>) -> FsResult<()> {
+    match overlay::file_below(state, fd) {
+        true => refused(ErrorCode::BadDescriptor),
+        false => Ok(()),
+    }
+}
+
 impl HostDescriptor for GuardedView<'_> {
     async fn write(
         &mut self,
@@ -69,6 +78,7 @@ impl HostDescriptor for GuardedView<'_> {
         buf: Vec<u8>,
         offset: Filesize,
     ) -> FsResult<Filesize> {
+        refuse_below(self, &fd)?;
         spend_write(self, &fd, offset, buf.len() as u64)?;
         HostDescriptor::write(&mut self.filesystem(), fd, buf, offset).await
     }
@@ -78,6 +88,7 @@ impl HostDescriptor for GuardedView<'_> {
         fd: Resource<Descriptor>,
         offset: Filesize,
     ) -> FsResult<Resource<DynOutputStream>> {
+        refuse_below(self, &fd)?;
         // The stream starts at `offset`: what lies between the end and
         // there becomes part of the file with its first byte.
         spend_write(self, &fd, offset, 0)?;
@@ -101,12 +112,14 @@ impl HostDescriptor for GuardedView<'_> {
         &mut self,
         fd: Resource<Descriptor>,
     ) -> FsResult<Resource<DynOutputStream>> {
+        refuse_below(self, &fd)?;
         let budget = self.fs_guard().budget_of(&fd);
         let stream = HostDescriptor::append_via_stream(&mut self.filesystem(), fd)?;
         counted(self, stream, budget)
     }
 
     async fn set_size(&mut self, fd: Resource<Descriptor>, size: Filesize) -> FsResult<()> {
+        refuse_below(self, &fd)?;
         if let Some(budget) = self.fs_guard().budget_of(&fd) {
             let grows_by = size.saturating_sub(file_size(self, &fd));
             spend(Some(&budget), QuotaKind::Bytes, grows_by)?;

@@ -229,6 +229,13 @@ pub(super) async fn open_at(
         Ok(side) => side,
         Err(d) => return deny(state, d),
     };
+    // A file below is opened for reading only. wasmtime-wasi opens a file
+    // for writing whenever `create` is asked, even one that exists, and
+    // below is the user's own file, not the stage.
+    let oflags = match side {
+        Side::Lower => oflags & !OpenFlags::CREATE,
+        Side::Upper => oflags,
+    };
     let fd = root(state, side);
     let opened =
         super::open_on_pool(state, fd, path_flags, rel(&path).to_string(), oflags, flags).await;
@@ -460,6 +467,16 @@ pub(super) async fn set_times_at(
         mtime,
     )
     .await
+}
+
+/// Whether `fd` is a file open in the workspace itself rather than in the
+/// stage: one no write may reach, whatever mode it was opened in.
+pub(super) fn file_below(state: &mut GuardedView<'_>, fd: &Resource<Descriptor>) -> bool {
+    if side_of(state, fd) != Some(Side::Lower) {
+        return false;
+    }
+    let rep: Resource<FsDescriptor> = Resource::new_borrow(fd.rep());
+    matches!(state.table().get(&rep), Ok(FsDescriptor::File(_)))
 }
 
 /// `set-times` on a descriptor open in the workspace itself would change
