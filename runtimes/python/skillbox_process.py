@@ -424,7 +424,7 @@ def _run_python(argv, cwd, env, stdin):
                 script = os.path.abspath(target)
                 sys.argv = [target] + list(args)
                 sys.path.insert(0, os.path.dirname(script))
-                runpy.run_path(script, run_name="__main__")
+                skillbox_run.run_file(script)
         elif mode == "code":
             sys.argv = ["-c"] + list(args)
             sys.path.insert(0, "")
