@@ -436,7 +436,9 @@ def run_file(path):
     gives it. A `.py` file is read once and compiled: run_path first asks
     every import hook whether the file is a zip archive, then reads it
     twice, which was 1.5 to 2.5 ms of a warm `print(1)` script. Anything
-    else (a zip, a folder with `__main__.py`, a `.pyc`) goes to runpy."""
+    else (a zip, a folder with `__main__.py`, a `.pyc`) goes to runpy.
+    `sys.argv` is the caller's, as `python SCRIPT` leaves it (runpy set
+    `sys.argv[0]` to the path for the run)."""
     if not path.endswith(".py"):
         runpy.run_path(path, run_name="__main__")
         return
@@ -453,8 +455,7 @@ def run_file(path):
     try:
         exec(code, main.__dict__)
     finally:
-        # As runpy does: the script's module goes when the script ends, and
-        # with it what only it held (a file it left open is flushed).
+        # As runpy does: the script's module goes when the script ends.
         if saved is None:
             sys.modules.pop("__main__", None)
         else:

@@ -830,10 +830,10 @@ fn a_file_opened_to_create_but_not_write_is_never_written_in_place() {
         "creator",
         &[(
             "scripts/poke.py",
-            "import os\nfd = os.open('/workspace/a.txt', os.O_CREAT | os.O_RDONLY)\ntry:\n    os.write(fd, b'EVIL')\nexcept OSError as e:\n    print('refused:', e)\n",
+            "import os\nfd = os.open('/workspace/a.txt', os.O_CREAT | os.O_RDONLY)\ntry:\n    os.write(fd, b'EVIL')\nexcept OSError as e:\n    print('refused:', e)\ntry:\n    os.open('/workspace/d', os.O_CREAT | os.O_RDONLY)\nexcept OSError as e:\n    print('folder:', e)\n",
         )],
     );
-    let ws = workspace(&[("a.txt", "original")]);
+    let ws = workspace(&[("a.txt", "original"), ("d/b.txt", "b")]);
     let grant = [
         "--workspace",
         ws.path().to_str().unwrap(),
@@ -844,7 +844,12 @@ fn a_file_opened_to_create_but_not_write_is_never_written_in_place() {
         let flags: Vec<&str> = grant.iter().chain(mode).copied().collect();
         let out = run_script(skills.path(), "creator/scripts/poke.py", &flags, &[]);
         assert_eq!(out.code, 0, "{mode:?}: {out:?}");
-        out.stdout_says(&["refused:", "Bad file descriptor"]);
+        out.stdout_says(&[
+            "refused:",
+            "Bad file descriptor",
+            "folder:",
+            "Is a directory",
+        ]);
         assert_eq!(
             std::fs::read_to_string(ws.path().join("a.txt")).unwrap(),
             "original",

@@ -81,9 +81,11 @@ pub(super) fn preopened(
         // The host's own handle on the workspace: the guest may drop the
         // preopen it was given (and ask for the preopens again).
         let lower = staged.stage.overlay.lower().try_clone()?.into_std_file();
+        // Read-only: every change of a staged call goes to the stage, so
+        // wasmtime-wasi itself refuses a write below, whatever the open.
         let dir = FsDir::new(
             lower,
-            FsPerms::ReadWrite,
+            FsPerms::ReadOnly,
             OpenMode::READ,
             super::FILE_WORK_ON_CALLER,
         );
@@ -229,12 +231,16 @@ pub(super) async fn open_at(
         Ok(side) => side,
         Err(d) => return deny(state, d),
     };
-    // A file below is opened for reading only. wasmtime-wasi opens a file
-    // for writing whenever `create` is asked, even one that exists, and
-    // below is the user's own file, not the stage.
+    // A file below is opened for reading only: `create` of one that exists
+    // only opens it, but wasmtime-wasi opens for writing whenever `create`
+    // is asked, which below, the user's own file, is refused. A folder
+    // answers as the system would.
+    let below_is_dir = staged(state).stage.overlay.kind(&path) == Some(Kind::Dir);
+    let creates = oflags.contains(OpenFlags::CREATE) && !oflags.contains(OpenFlags::DIRECTORY);
     let oflags = match side {
-        Side::Lower => oflags & !OpenFlags::CREATE,
-        Side::Upper => oflags,
+        Side::Lower if below_is_dir && creates => return refused(ErrorCode::IsDirectory),
+        Side::Lower if !below_is_dir => oflags & !OpenFlags::CREATE,
+        Side::Lower | Side::Upper => oflags,
     };
     let fd = root(state, side);
     let opened =
