@@ -309,8 +309,7 @@ fn refused<T>(code: ErrorCode) -> FsResult<T> {
 /// than on tokio's blocking pool, for every folder a guest sees. A hop to
 /// the pool and back cost more than most operations (inside a script, a
 /// `stat` took 56 to 126 µs through the pool, 10 to 15 µs without). Opens
-/// are the exception
-/// ([`open_on_pool`]).
+/// are the exception ([`open_on_pool`]).
 pub(crate) const FILE_WORK_ON_CALLER: bool = true;
 
 /// What a guest is told when it opens a FIFO, a socket or a device.
