@@ -4,6 +4,7 @@
 //! rest are wasmtime-wasi's own.
 
 use wasmtime::component::Resource;
+use wasmtime_wasi::FsPerms;
 use wasmtime_wasi::p2::bindings::filesystem::preopens;
 use wasmtime_wasi::p2::bindings::filesystem::types::{
     self, Advice, Descriptor, DescriptorFlags, DescriptorStat, DescriptorType, DirectoryEntry,
@@ -14,8 +15,8 @@ use wasmtime_wasi::p2::{DynInputStream, DynOutputStream, FsError, FsResult};
 
 use super::streams::{FileReader, FileWriter};
 use super::{
-    GuardedView, Mount, QuotaKind, counted, door, file_size, guard, host_file, overlay, refused,
-    spend, spend_write,
+    GuardedView, Mount, QuotaKind, counted, door, file_size, guard, overlay, refused, spend,
+    spend_write,
 };
 use crate::protect::{self, Last};
 
@@ -93,18 +94,16 @@ impl HostDescriptor for GuardedView<'_> {
         // there becomes part of the file with its first byte.
         spend_write(self, &fd, offset, 0)?;
         let budget = self.fs_guard().budget_of(&fd);
-        // wasmtime-wasi's checks (a file, writable), then a writer that
-        // writes on the call's thread in place of its stream.
-        let file = host_file(self, &fd);
-        let stream = HostDescriptor::write_via_stream(&mut self.filesystem(), fd, offset)?;
-        let stream = match file {
-            Some(file) => {
-                self.table().delete(stream)?;
-                let writer: DynOutputStream = Box::new(FileWriter::new(file, offset));
-                self.table().push(writer)?
+        // wasmtime-wasi's checks, in place of its stream.
+        let file = match self.table().get(&fd)? {
+            Descriptor::File(f) if f.perms == FsPerms::ReadOnly => {
+                return refused(ErrorCode::NotPermitted);
             }
-            None => stream,
+            Descriptor::File(f) => f.file.clone(),
+            Descriptor::Dir(_) => return refused(ErrorCode::BadDescriptor),
         };
+        let writer: DynOutputStream = Box::new(FileWriter::new(file, offset));
+        let stream = self.table().push(writer)?;
         counted(self, stream, budget)
     }
 

@@ -231,15 +231,11 @@ pub(super) async fn open_at(
         Ok(side) => side,
         Err(d) => return deny(state, d),
     };
-    // A file below is opened for reading only: `create` of one that exists
-    // only opens it, but wasmtime-wasi opens for writing whenever `create`
-    // is asked, which below, the user's own file, is refused. A folder
-    // answers as the system would.
-    let below_is_dir = staged(state).stage.overlay.kind(&path) == Some(Kind::Dir);
-    let creates = oflags.contains(OpenFlags::CREATE) && !oflags.contains(OpenFlags::DIRECTORY);
+    // Below, `create` of what exists only opens it, for reading; but
+    // wasmtime-wasi opens for writing whenever `create` is asked, which the
+    // user's own file refuses. With `directory` it keeps its own answer.
     let oflags = match side {
-        Side::Lower if below_is_dir && creates => return refused(ErrorCode::IsDirectory),
-        Side::Lower if !below_is_dir => oflags & !OpenFlags::CREATE,
+        Side::Lower if !oflags.contains(OpenFlags::DIRECTORY) => oflags & !OpenFlags::CREATE,
         Side::Lower | Side::Upper => oflags,
     };
     let fd = root(state, side);
@@ -307,6 +303,10 @@ fn place_for_open(
                 .overlay
                 .copy_up(path, truncate)
                 .map(|_| Side::Upper)
+        }
+        // `create` of a folder that exists, as the system answers it.
+        Some(Kind::Dir) if create && !exclusive && !oflags.contains(OpenFlags::DIRECTORY) => {
+            Err(ErrorCode::IsDirectory.into())
         }
         Some(kind) => {
             let side = place_existing(path, kind, writes, follow, create && exclusive);
